@@ -1,0 +1,95 @@
+//! `GET /v1/catalog-types`: what each factory accepts, so clients can build
+//! forms and validate before they register.
+
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_catalog_types))
+}
+
+/// One option of a catalog type.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogTypeOption {
+    #[schema(example = "base-url")]
+    pub key: String,
+    pub required: bool,
+    /// Shown as `******` in every response and encrypted at rest.
+    pub sensitive: bool,
+    /// Used when the option is absent.
+    pub default: Option<String>,
+    pub description: String,
+}
+
+/// A catalog factory.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogType {
+    /// The value of option `type` that selects it.
+    #[serde(rename = "type")]
+    #[schema(example = "jdbc")]
+    pub catalog_type: String,
+    pub description: String,
+    pub options: Vec<CatalogTypeOption>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogTypeList {
+    pub catalog_types: Vec<CatalogType>,
+}
+
+/// The catalog types this server can open, with their options.
+#[utoipa::path(
+    get,
+    path = "/v1/catalog-types",
+    tag = "catalogs",
+    responses((status = 200, description = "Every catalog type, by name", body = CatalogTypeList))
+)]
+async fn list_catalog_types(State(state): State<AppState>) -> axum::Json<CatalogTypeList> {
+    let common = [
+        CatalogTypeOption {
+            key: "type".into(),
+            required: true,
+            sensitive: false,
+            default: None,
+            description: "Selects the catalog type.".into(),
+        },
+        CatalogTypeOption {
+            key: "property-version".into(),
+            required: false,
+            sensitive: false,
+            default: None,
+            description: "Accepted for compatibility with Flink; ignored.".into(),
+        },
+    ];
+    let catalog_types = state
+        .catalogs
+        .registry()
+        .factories()
+        .map(|factory| CatalogType {
+            catalog_type: factory.identifier().into(),
+            description: factory.description().into(),
+            options: common
+                .iter()
+                .map(|o| CatalogTypeOption {
+                    key: o.key.clone(),
+                    default: o.default.clone(),
+                    description: o.description.clone(),
+                    ..*o
+                })
+                .chain(factory.options().iter().map(|spec| CatalogTypeOption {
+                    key: spec.key.into(),
+                    required: spec.required,
+                    sensitive: spec.sensitive(),
+                    default: spec.default.map(Into::into),
+                    description: spec.description.into(),
+                }))
+                .collect(),
+        })
+        .collect();
+    axum::Json(CatalogTypeList { catalog_types })
+}

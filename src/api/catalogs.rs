@@ -1,0 +1,604 @@
+//! `/v1/catalogs`: register, read, list, alter and drop catalogs, and browse
+//! the databases and tables of a live catalog.
+//!
+//! Register and alter validate and open the catalog before anything is
+//! stored, so a stored catalog is always one that could be opened.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::domain::catalog::check_comment;
+use crate::domain::{
+    CatalogAlteration, CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord, ObjectName,
+};
+use crate::store::StoreError;
+
+pub const DEFAULT_PAGE_SIZE: u32 = 100;
+pub const MAX_PAGE_SIZE: u32 = 1000;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(register_catalog, list_catalogs))
+        .routes(routes!(get_catalog, alter_catalog, drop_catalog))
+        .routes(routes!(list_databases))
+        .routes(routes!(list_tables))
+        .routes(routes!(get_table))
+}
+
+/// A catalog to register.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "name": "pg",
+    "options": {
+        "type": "jdbc",
+        "base-url": "jdbc:postgresql://127.0.0.1:5432",
+        "default-database": "analytics",
+        "username": "ctas",
+        "password": "s3cret-Value"
+    },
+    "comment": "warehouse on PostgreSQL"
+}))]
+pub struct RegisterCatalog {
+    /// `[A-Za-z][A-Za-z0-9_-]{0,63}`.
+    pub name: String,
+    /// Flat string options; `type` picks the factory (see `GET /v1/catalog-types`).
+    pub options: BTreeMap<String, String>,
+    pub comment: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterParams {
+    /// Answer 200 with the existing catalog instead of 409 when the name is taken.
+    #[serde(default)]
+    pub if_not_exists: bool,
+}
+
+/// A registered catalog. Sensitive option values are shown as `******`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "name": "pg",
+    "type": "jdbc",
+    "options": {
+        "base-url": "jdbc:postgresql://127.0.0.1:5432",
+        "default-database": "analytics",
+        "password": "******",
+        "type": "jdbc",
+        "username": "ctas"
+    },
+    "comment": "warehouse on PostgreSQL",
+    "created_at": "2026-12-02T12:00:00Z",
+    "updated_at": "2026-12-02T12:00:00Z"
+}))]
+pub struct Catalog {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub catalog_type: String,
+    pub options: BTreeMap<String, String>,
+    pub comment: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&CatalogRecord> for Catalog {
+    fn from(record: &CatalogRecord) -> Self {
+        let options = &record.descriptor.options;
+        Self {
+            name: record.descriptor.name.to_string(),
+            catalog_type: options.catalog_type().unwrap_or_default().to_owned(),
+            options: options.masked(),
+            comment: record.descriptor.comment.clone(),
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+        }
+    }
+}
+
+/// One page of catalogs, ordered by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogPage {
+    pub catalogs: Vec<Catalog>,
+    /// Pass as `page_token` to get the next page; absent on the last page.
+    pub next_page_token: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageParams {
+    /// Catalogs per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub page_size: Option<u32>,
+    /// `next_page_token` of the previous page.
+    pub page_token: Option<String>,
+}
+
+/// ALTER CATALOG: options to set, options to reset, a new comment.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"set": {"password": "n3w-s3cret"}, "reset": ["property-version"], "comment": "rotated"}))]
+pub struct AlterCatalog {
+    /// Options to add or change. `type` may only be set to its current value.
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    /// Option keys to remove. `type` cannot be reset.
+    #[serde(default)]
+    pub reset: Vec<String>,
+    /// The new comment; an empty string clears it.
+    pub comment: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DropParams {
+    /// Answer 204 instead of 404 when the catalog does not exist.
+    #[serde(default)]
+    pub if_exists: bool,
+}
+
+/// A database of a live catalog.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Database {
+    pub name: String,
+    /// Whether this is the catalog's `default-database`.
+    pub default: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"databases": [{"name": "analytics", "default": true}, {"name": "staging", "default": false}]}))]
+pub struct DatabaseList {
+    pub databases: Vec<Database>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TableSummary {
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"database": "analytics", "tables": [{"name": "orders"}]}))]
+pub struct TableList {
+    pub database: String,
+    pub tables: Vec<TableSummary>,
+}
+
+/// A column as the external system reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Column {
+    pub name: String,
+    /// The system's own type, e.g. `character varying(20)` or `bigint(20)`.
+    pub data_type: String,
+    pub nullable: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "catalog": "pg", "database": "analytics", "name": "orders",
+    "columns": [{"name": "id", "data_type": "bigint", "nullable": false},
+                {"name": "note", "data_type": "character varying(20)", "nullable": true}]
+}))]
+pub struct Table {
+    pub catalog: String,
+    pub database: String,
+    pub name: String,
+    pub columns: Vec<Column>,
+}
+
+fn path_catalog_name(name: &str) -> Result<CatalogName, ApiError> {
+    CatalogName::parse(name).map_err(ApiError::bad_path_name)
+}
+
+async fn load(state: &AppState, name: &CatalogName) -> Result<CatalogRecord, ApiError> {
+    state
+        .store
+        .get_catalog(name)
+        .await?
+        .ok_or_else(|| ApiError::catalog_not_found(name.as_str()))
+}
+
+fn created(record: &CatalogRecord) -> Response {
+    let mut headers = HeaderMap::new();
+    let location = format!("/v1/catalogs/{}", record.descriptor.name);
+    headers.insert(
+        header::LOCATION,
+        HeaderValue::from_str(&location).expect("catalog names are URL-safe"),
+    );
+    (
+        StatusCode::CREATED,
+        headers,
+        axum::Json(Catalog::from(record)),
+    )
+        .into_response()
+}
+
+/// Register a catalog: validate its options, open it, store it.
+#[utoipa::path(
+    post,
+    path = "/v1/catalogs",
+    tag = "catalogs",
+    params(RegisterParams),
+    request_body = RegisterCatalog,
+    responses(
+        (status = 201, description = "Registered; the catalog was opened", body = Catalog,
+            headers(("location" = String, description = "The catalog's URL"))),
+        (status = 200, description = "`if_not_exists=true` and the name is taken: the existing catalog, unchanged", body = Catalog),
+        (status = 400, description = "Malformed JSON or query string", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`CATALOG_EXISTS`", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body, name or options (`NAME_INVALID`, `CATALOG_TYPE_MISSING`, \
+            `CATALOG_TYPE_UNKNOWN`, `CATALOG_OPTIONS_MISSING`, `CATALOG_OPTIONS_UNSUPPORTED`, `CATALOG_OPTION_INVALID`, \
+            `OPTIONS_INVALID`), or the catalog cannot be opened (`CATALOG_OPEN_FAILED`)",
+            body = Problem, content_type = "application/problem+json",
+            example = json!({
+                "type": "urn:ctasd:problem:catalog-options-missing",
+                "title": "Required options missing",
+                "status": 422,
+                "detail": "One or more required options are missing.\n\nMissing required options are:\n\nbase-url",
+                "code": "CATALOG_OPTIONS_MISSING",
+                "errors": [{"field": "options.base-url", "message": "required option is missing"}]
+            })),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn register_catalog(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<RegisterParams>,
+    ApiJson(request): ApiJson<RegisterCatalog>,
+) -> Result<Response, ApiError> {
+    let name = CatalogName::parse(&request.name).map_err(|e| ApiError::bad_body_name("name", e))?;
+    let options = CatalogOptions::new(request.options)?;
+    if let Some(comment) = &request.comment {
+        check_comment(comment)?;
+    }
+    if params.if_not_exists
+        && let Some(existing) = state.store.get_catalog(&name).await?
+    {
+        return Ok(axum::Json(Catalog::from(&existing)).into_response());
+    }
+    let descriptor = CatalogDescriptor {
+        name,
+        options,
+        comment: request.comment,
+    };
+    let live = state
+        .catalogs
+        .registry()
+        .open(&descriptor.name, &descriptor.options)
+        .await?;
+    let record = match state.store.insert_catalog(&descriptor).await {
+        Ok(record) => record,
+        Err(error) => {
+            live.close().await;
+            return match (error, params.if_not_exists) {
+                (StoreError::CatalogExists(_), true) => {
+                    let existing = load(&state, &descriptor.name).await?;
+                    Ok(axum::Json(Catalog::from(&existing)).into_response())
+                }
+                (error, _) => Err(error.into()),
+            };
+        }
+    };
+    state
+        .catalogs
+        .install(record.descriptor.name.as_str(), record.version, live)
+        .await;
+    tracing::info!(
+        catalog = %record.descriptor.name,
+        catalog_type = record.descriptor.options.catalog_type().unwrap_or_default(),
+        "catalog registered"
+    );
+    Ok(created(&record))
+}
+
+/// List catalogs by name, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/catalogs",
+    tag = "catalogs",
+    params(PageParams),
+    responses(
+        (status = 200, description = "One page of catalogs", body = CatalogPage),
+        (status = 400, description = "`QUERY_INVALID` or `PAGE_TOKEN_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn list_catalogs(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<PageParams>,
+) -> Result<axum::Json<CatalogPage>, ApiError> {
+    let page_size = params.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+    if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "QUERY_INVALID",
+            "Invalid query string",
+            format!("page_size must be between 1 and {MAX_PAGE_SIZE}"),
+        )
+        .with_field(
+            "page_size",
+            format!("must be between 1 and {MAX_PAGE_SIZE}"),
+        ));
+    }
+    let after = params
+        .page_token
+        .as_deref()
+        .map(decode_page_token)
+        .transpose()?;
+    let mut records = state
+        .store
+        .list_catalogs(after.as_ref(), page_size + 1)
+        .await?;
+    let next_page_token = if records.len() > page_size as usize {
+        records.truncate(page_size as usize);
+        records
+            .last()
+            .map(|r| encode_page_token(&r.descriptor.name))
+    } else {
+        None
+    };
+    Ok(axum::Json(CatalogPage {
+        catalogs: records.iter().map(Catalog::from).collect(),
+        next_page_token,
+    }))
+}
+
+/// Page tokens are opaque to clients: a version tag and the last name seen.
+fn encode_page_token(last: &CatalogName) -> String {
+    URL_SAFE_NO_PAD.encode(format!("c1:{last}"))
+}
+
+fn decode_page_token(token: &str) -> Result<CatalogName, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| {
+            text.strip_prefix("c1:")
+                .and_then(|name| CatalogName::parse(name).ok())
+        })
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "PAGE_TOKEN_INVALID",
+                "Invalid page token",
+                "page_token is not a token this server issued; start again without it",
+            )
+            .with_field("page_token", "not a token this server issued")
+        })
+}
+
+/// A catalog's descriptor; secrets are shown as `******`.
+#[utoipa::path(
+    get,
+    path = "/v1/catalogs/{catalog}",
+    tag = "catalogs",
+    params(("catalog" = String, Path, description = "Catalog name")),
+    responses(
+        (status = 200, description = "The catalog", body = Catalog),
+        (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn get_catalog(
+    State(state): State<AppState>,
+    ApiPath(catalog): ApiPath<String>,
+) -> Result<axum::Json<Catalog>, ApiError> {
+    let record = load(&state, &path_catalog_name(&catalog)?).await?;
+    Ok(axum::Json(Catalog::from(&record)))
+}
+
+/// ALTER CATALOG: set and reset options, change the comment. The result is
+/// validated and opened before it replaces the stored catalog.
+#[utoipa::path(
+    patch,
+    path = "/v1/catalogs/{catalog}",
+    tag = "catalogs",
+    params(("catalog" = String, Path, description = "Catalog name")),
+    request_body = AlterCatalog,
+    responses(
+        (status = 200, description = "Altered and reopened", body = Catalog),
+        (status = 400, description = "Malformed JSON or `NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`CATALOG_MODIFIED`: altered by another request meanwhile", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`CATALOG_TYPE_IMMUTABLE`, invalid options, or `CATALOG_OPEN_FAILED`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn alter_catalog(
+    State(state): State<AppState>,
+    ApiPath(catalog): ApiPath<String>,
+    ApiJson(request): ApiJson<AlterCatalog>,
+) -> Result<axum::Json<Catalog>, ApiError> {
+    let current = load(&state, &path_catalog_name(&catalog)?).await?;
+    let alteration = CatalogAlteration {
+        set: request.set,
+        reset: request.reset,
+        comment: request.comment,
+    };
+    let next = alteration.apply(&current.descriptor)?;
+    let live = state
+        .catalogs
+        .registry()
+        .open(&next.name, &next.options)
+        .await?;
+    let record = match state.store.update_catalog(&next, current.version).await {
+        Ok(record) => record,
+        Err(error) => {
+            live.close().await;
+            return Err(error.into());
+        }
+    };
+    state
+        .catalogs
+        .install(record.descriptor.name.as_str(), record.version, live)
+        .await;
+    tracing::info!(catalog = %record.descriptor.name, "catalog altered");
+    Ok(axum::Json(Catalog::from(&record)))
+}
+
+/// DROP CATALOG.
+#[utoipa::path(
+    delete,
+    path = "/v1/catalogs/{catalog}",
+    tag = "catalogs",
+    params(("catalog" = String, Path, description = "Catalog name"), DropParams),
+    responses(
+        (status = 204, description = "Dropped (or absent, with `if_exists=true`)"),
+        (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn drop_catalog(
+    State(state): State<AppState>,
+    ApiPath(catalog): ApiPath<String>,
+    ApiQuery(params): ApiQuery<DropParams>,
+) -> Result<StatusCode, ApiError> {
+    let name = path_catalog_name(&catalog)?;
+    if !state.store.delete_catalog(&name).await? && !params.if_exists {
+        return Err(ApiError::catalog_not_found(name.as_str()));
+    }
+    state.catalogs.evict(name.as_str()).await;
+    tracing::info!(catalog = %name, "catalog dropped");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn live_catalog(
+    state: &AppState,
+    catalog: &str,
+) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>, ApiError> {
+    let record = load(state, &path_catalog_name(catalog)?).await?;
+    state.catalogs.get(&record).await.map_err(|error| {
+        // It opened when it was registered: failing now is the external
+        // system's state, not the request's fault.
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "CATALOG_UNAVAILABLE",
+            "Catalog unavailable",
+            error.to_string(),
+        )
+    })
+}
+
+/// The databases of a live catalog.
+#[utoipa::path(
+    get,
+    path = "/v1/catalogs/{catalog}/databases",
+    tag = "browse",
+    params(("catalog" = String, Path, description = "Catalog name")),
+    responses(
+        (status = 200, description = "Databases, by name", body = DatabaseList),
+        (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`CATALOG_UNAVAILABLE`: the external system failed", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn list_databases(
+    State(state): State<AppState>,
+    ApiPath(catalog): ApiPath<String>,
+) -> Result<axum::Json<DatabaseList>, ApiError> {
+    let live = live_catalog(&state, &catalog).await?;
+    let default = live.default_database().to_owned();
+    let databases = live.list_databases().await?;
+    let databases = databases
+        .into_iter()
+        .map(|name| Database {
+            default: name == default,
+            name,
+        })
+        .collect();
+    Ok(axum::Json(DatabaseList { databases }))
+}
+
+/// The tables of one database of a live catalog.
+#[utoipa::path(
+    get,
+    path = "/v1/catalogs/{catalog}/databases/{database}/tables",
+    tag = "browse",
+    params(
+        ("catalog" = String, Path, description = "Catalog name"),
+        ("database" = String, Path, description = "Database name"),
+    ),
+    responses(
+        (status = 200, description = "Tables, by name", body = TableList),
+        (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`CATALOG_NOT_FOUND` or `DATABASE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn list_tables(
+    State(state): State<AppState>,
+    ApiPath((catalog, database)): ApiPath<(String, String)>,
+) -> Result<axum::Json<TableList>, ApiError> {
+    let database =
+        ObjectName::parse("database name", &database).map_err(ApiError::bad_path_name)?;
+    let live = live_catalog(&state, &catalog).await?;
+    let tables = live.list_tables(database.as_str()).await?;
+    Ok(axum::Json(TableList {
+        database: database.to_string(),
+        tables: tables
+            .into_iter()
+            .map(|name| TableSummary { name })
+            .collect(),
+    }))
+}
+
+/// One table of a live catalog, with its columns.
+#[utoipa::path(
+    get,
+    path = "/v1/catalogs/{catalog}/databases/{database}/tables/{table}",
+    tag = "browse",
+    params(
+        ("catalog" = String, Path, description = "Catalog name"),
+        ("database" = String, Path, description = "Database name"),
+        ("table" = String, Path, description = "Table name"),
+    ),
+    responses(
+        (status = 200, description = "The table and its columns, in order", body = Table),
+        (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND` or `TABLE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn get_table(
+    State(state): State<AppState>,
+    ApiPath((catalog, database, table)): ApiPath<(String, String, String)>,
+) -> Result<axum::Json<Table>, ApiError> {
+    let database =
+        ObjectName::parse("database name", &database).map_err(ApiError::bad_path_name)?;
+    let table = ObjectName::parse("table name", &table).map_err(ApiError::bad_path_name)?;
+    let live = live_catalog(&state, &catalog).await?;
+    let info = live.get_table(database.as_str(), table.as_str()).await?;
+    Ok(axum::Json(Table {
+        catalog,
+        database: info.database,
+        name: info.name,
+        columns: info
+            .columns
+            .into_iter()
+            .map(|c| Column {
+                name: c.name,
+                data_type: c.data_type,
+                nullable: c.nullable,
+            })
+            .collect(),
+    }))
+}

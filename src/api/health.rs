@@ -1,0 +1,48 @@
+//! `GET /healthz` (the process answers) and `GET /readyz` (the store is
+//! reachable and migrated). Neither needs authentication.
+
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    #[schema(example = "ok")]
+    pub status: String,
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "Alive", body = Health)))]
+async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Readiness: the store is reachable and every migration is applied.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    responses(
+        (status = 200, description = "Ready", body = Health),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Health>, ApiError> {
+    state.store.check_ready().await?;
+    Ok(axum::Json(Health {
+        status: "ready".into(),
+    }))
+}

@@ -1,0 +1,102 @@
+//! HTTP only: routing, the layer stack, and the OpenAPI document derived from
+//! the same routes. Handlers parse, call the domain, store and catalogs, and
+//! map results; they hold no rules of their own.
+
+pub mod catalog_types;
+pub mod catalogs;
+pub mod error;
+pub mod extract;
+pub mod health;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderName, Method, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::catalog::LiveCatalogs;
+use crate::config::ServeSettings;
+use crate::store::Store;
+use error::ApiError;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub catalogs: Arc<LiveCatalogs>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ctasd",
+        description = "A control plane for atomic CREATE TABLE ... AS SELECT jobs. \
+            Every error is `application/problem+json` with a stable `code`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    tags(
+        (name = "catalogs", description = "Register, alter and drop catalogs"),
+        (name = "browse", description = "Databases and tables of a live catalog"),
+        (name = "health", description = "Liveness and readiness"),
+    )
+)]
+struct ApiDoc;
+
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(catalog_types::router())
+        .merge(catalogs::router())
+        .merge(health::router())
+}
+
+/// The OpenAPI document, as `ctasd openapi` prints it and
+/// `openapi/openapi.json` holds it.
+pub fn openapi_json() -> String {
+    let (_, mut api) = routes().split_for_parts();
+    api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    api.to_pretty_json()
+        .expect("the OpenAPI document serializes")
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+pub fn router(state: AppState, settings: &ServeSettings) -> Router {
+    let (router, _) = routes().split_for_parts();
+    let timeout = settings.request_timeout();
+    router
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            // The path only: query strings are not logged.
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+        })
+        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+async fn route_not_found(uri: Uri) -> ApiError {
+    ApiError::route_not_found(uri.path())
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::method_not_allowed(method.as_str(), uri.path())
+}
+
+async fn time_limit(limit: Duration, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::timeout(limit.as_secs()).into_response(),
+    }
+}

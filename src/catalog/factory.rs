@@ -1,0 +1,270 @@
+//! Catalog factories and their registry.
+//!
+//! Validation reports what Flink's `FactoryUtil#createCatalog` reports, with
+//! the same wording, so that people who know Flink recognise every message:
+//! no `type`, an unknown type (with the available ones), missing required
+//! options, unsupported options (with the supported ones).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::Catalog;
+use crate::domain::options::{PROPERTY_VERSION_KEY, TYPE_KEY, is_sensitive};
+use crate::domain::{CatalogName, CatalogOptions};
+
+/// One option a factory understands.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionSpec {
+    pub key: &'static str,
+    pub required: bool,
+    pub default: Option<&'static str>,
+    pub description: &'static str,
+}
+
+impl OptionSpec {
+    pub const fn required(key: &'static str, description: &'static str) -> Self {
+        Self {
+            key,
+            required: true,
+            default: None,
+            description,
+        }
+    }
+
+    pub const fn optional(
+        key: &'static str,
+        default: Option<&'static str>,
+        description: &'static str,
+    ) -> Self {
+        Self {
+            key,
+            required: false,
+            default,
+            description,
+        }
+    }
+
+    pub fn sensitive(&self) -> bool {
+        is_sensitive(self.key)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("Catalog options do not contain an option key 'type' for discovering a catalog.")]
+    MissingType,
+    #[error(
+        "Could not find any factory for identifier '{identifier}' that implements 'CatalogFactory'.\n\nAvailable factory identifiers are:\n\n{}",
+        available.join("\n")
+    )]
+    UnknownType {
+        identifier: String,
+        available: Vec<String>,
+    },
+    #[error("One or more required options are missing.\n\nMissing required options are:\n\n{}", missing.join("\n"))]
+    MissingOptions { missing: Vec<String> },
+    #[error(
+        "Unsupported options found for '{identifier}'.\n\nUnsupported options:\n\n{}\n\nSupported options:\n\n{}",
+        unsupported.join("\n"),
+        supported.join("\n")
+    )]
+    UnsupportedOptions {
+        identifier: String,
+        unsupported: Vec<String>,
+        supported: Vec<String>,
+    },
+    #[error("Invalid value for option '{key}': {reason}")]
+    InvalidValue { key: String, reason: String },
+}
+
+/// A catalog that validated but could not be opened. The message is redacted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("could not open catalog '{catalog}': {reason}")]
+pub struct OpenError {
+    pub catalog: String,
+    pub reason: String,
+}
+
+#[async_trait]
+pub trait CatalogFactory: Send + Sync {
+    /// The value of `type` that selects this factory.
+    fn identifier(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    /// Options besides `type` and `property-version`.
+    fn options(&self) -> &'static [OptionSpec];
+    /// Checks beyond presence: formats, combinations. Runs after the generic checks.
+    fn validate(&self, _options: &CatalogOptions) -> Result<(), ValidationError> {
+        Ok(())
+    }
+    /// Connects, and proves the connection works. Errors are plain reasons;
+    /// the registry redacts them.
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, String>;
+}
+
+/// Every factory this process knows, by identifier.
+pub struct FactoryRegistry {
+    factories: BTreeMap<&'static str, Box<dyn CatalogFactory>>,
+}
+
+impl FactoryRegistry {
+    pub fn new(factories: Vec<Box<dyn CatalogFactory>>) -> Self {
+        Self {
+            factories: factories.into_iter().map(|f| (f.identifier(), f)).collect(),
+        }
+    }
+
+    /// The built-in types: `generic_in_memory`, `jdbc`, `filesystem`.
+    pub fn builtin() -> Self {
+        Self::new(vec![
+            Box::new(super::memory::MemoryCatalogFactory),
+            Box::new(super::jdbc::JdbcCatalogFactory),
+            Box::new(super::filesystem::FilesystemCatalogFactory),
+        ])
+    }
+
+    pub fn factories(&self) -> impl Iterator<Item = &dyn CatalogFactory> {
+        self.factories.values().map(|f| f.as_ref())
+    }
+
+    pub fn validate(
+        &self,
+        options: &CatalogOptions,
+    ) -> Result<&dyn CatalogFactory, ValidationError> {
+        let identifier = options.catalog_type().ok_or(ValidationError::MissingType)?;
+        let factory =
+            self.factories
+                .get(identifier)
+                .ok_or_else(|| ValidationError::UnknownType {
+                    identifier: identifier.to_owned(),
+                    available: self.factories.keys().map(|k| k.to_string()).collect(),
+                })?;
+        let specs = factory.options();
+        let missing: Vec<String> = specs
+            .iter()
+            .filter(|s| s.required && options.get(s.key).is_none())
+            .map(|s| s.key.to_owned())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ValidationError::MissingOptions { missing });
+        }
+        let supported: BTreeSet<&str> = specs
+            .iter()
+            .map(|s| s.key)
+            .chain([TYPE_KEY, PROPERTY_VERSION_KEY])
+            .collect();
+        let unsupported: Vec<String> = options
+            .keys()
+            .filter(|k| !supported.contains(k))
+            .map(str::to_owned)
+            .collect();
+        if !unsupported.is_empty() {
+            return Err(ValidationError::UnsupportedOptions {
+                identifier: identifier.to_owned(),
+                unsupported,
+                supported: supported.into_iter().map(str::to_owned).collect(),
+            });
+        }
+        factory.validate(options)?;
+        Ok(factory.as_ref())
+    }
+
+    /// Validate, then open. The catalog is usable when this returns.
+    pub async fn open(
+        &self,
+        name: &CatalogName,
+        options: &CatalogOptions,
+    ) -> Result<Arc<dyn Catalog>, OpenOrInvalid> {
+        let factory = self.validate(options)?;
+        factory.open(options).await.map_err(|reason| {
+            OpenOrInvalid::Open(OpenError {
+                catalog: name.to_string(),
+                reason: options.redact(&reason),
+            })
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenOrInvalid {
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> CatalogOptions {
+        CatalogOptions::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    fn message(pairs: &[(&str, &str)]) -> String {
+        FactoryRegistry::builtin()
+            .validate(&options(pairs))
+            .err()
+            .expect("should be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_missing_type_is_reported_as_flink_does() {
+        assert_eq!(
+            message(&[("path", "/tmp")]),
+            "Catalog options do not contain an option key 'type' for discovering a catalog."
+        );
+    }
+
+    #[test]
+    fn an_unknown_type_lists_the_available_factories() {
+        assert_eq!(
+            message(&[("type", "hive")]),
+            "Could not find any factory for identifier 'hive' that implements 'CatalogFactory'.\n\n\
+             Available factory identifiers are:\n\nfilesystem\ngeneric_in_memory\njdbc"
+        );
+    }
+
+    #[test]
+    fn missing_required_options_are_named() {
+        assert_eq!(
+            message(&[("type", "jdbc"), ("username", "u"), ("password", "p")]),
+            "One or more required options are missing.\n\nMissing required options are:\n\nbase-url\ndefault-database"
+        );
+    }
+
+    #[test]
+    fn unsupported_options_are_named_with_the_supported_ones() {
+        assert_eq!(
+            message(&[
+                ("type", "filesystem"),
+                ("path", "/tmp"),
+                ("zeta", "1"),
+                ("alpha", "2")
+            ]),
+            "Unsupported options found for 'filesystem'.\n\nUnsupported options:\n\nalpha\nzeta\n\n\
+             Supported options:\n\ndefault-database\npath\nproperty-version\ntype"
+        );
+    }
+
+    #[test]
+    fn property_version_is_accepted_by_every_type() {
+        let registry = FactoryRegistry::builtin();
+        assert!(
+            registry
+                .validate(&options(&[
+                    ("type", "generic_in_memory"),
+                    ("property-version", "1")
+                ]))
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! `jdbc`: tables in a real PostgreSQL, MySQL/MariaDB or SQLite database.
+//!
+//! Options use Flink's JDBC catalog names (`base-url`, `default-database`,
+//! `username`, `password`). The base URL names a server (or, for SQLite, a
+//! directory whose `<database>.db` files are the databases); the database is
+//! always a separate option, as in Flink. Connections are built from typed
+//! connect options, never from a URL with the password spliced in, so no
+//! driver message can echo it; [`CatalogOptions::redact`] guards the rest.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection};
+use tokio::sync::Mutex;
+
+use super::factory::{CatalogFactory, OptionSpec, ValidationError};
+use super::{Catalog, CatalogError, ColumnInfo, TableInfo};
+use crate::domain::{CatalogOptions, ObjectName};
+
+/// How long opening a connection may take before the catalog is reported unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+static OPTIONS: &[OptionSpec] = &[
+    OptionSpec::required(
+        "base-url",
+        "Server URL without a database: jdbc:postgresql://host[:port], jdbc:mysql://host[:port], \
+         jdbc:mariadb://host[:port], or jdbc:sqlite:/absolute/directory (each <database>.db file there is a database).",
+    ),
+    OptionSpec::required(
+        "default-database",
+        "The database to connect to and to use when a target names none.",
+    ),
+    OptionSpec::optional(
+        "username",
+        None,
+        "User name; required for PostgreSQL and MySQL/MariaDB.",
+    ),
+    OptionSpec::optional(
+        "password",
+        None,
+        "Password; required for PostgreSQL and MySQL/MariaDB (may be empty).",
+    ),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JdbcUrl {
+    Postgres { host: String, port: u16 },
+    MySql { host: String, port: u16 },
+    Sqlite { directory: PathBuf },
+}
+
+impl JdbcUrl {
+    pub fn parse(url: &str) -> Result<Self, String> {
+        if let Some(path) = url.strip_prefix("jdbc:sqlite:") {
+            let directory = PathBuf::from(path);
+            if !directory.is_absolute() {
+                return Err("a jdbc:sqlite: base URL must name an absolute directory".into());
+            }
+            return Ok(Self::Sqlite { directory });
+        }
+        let (rest, default_port, postgres) =
+            if let Some(rest) = url.strip_prefix("jdbc:postgresql://") {
+                (rest, 5432, true)
+            } else if let Some(rest) = url
+                .strip_prefix("jdbc:mysql://")
+                .or_else(|| url.strip_prefix("jdbc:mariadb://"))
+            {
+                (rest, 3306, false)
+            } else {
+                return Err(
+                    "expected jdbc:postgresql://, jdbc:mysql://, jdbc:mariadb:// or jdbc:sqlite:"
+                        .into(),
+                );
+            };
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.contains(['/', '?', '@', '#']) {
+            return Err("the base URL names only the server (host and port); \
+                        put the database in 'default-database' and credentials in 'username'/'password'"
+                .into());
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+                let port = port
+                    .parse::<u16>()
+                    .map_err(|_| format!("'{port}' is not a valid port"))?;
+                (host, port)
+            }
+            _ => (authority, default_port),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err("the base URL has no host".into());
+        }
+        let host = host.to_owned();
+        Ok(if postgres {
+            Self::Postgres { host, port }
+        } else {
+            Self::MySql { host, port }
+        })
+    }
+}
+
+pub struct JdbcCatalogFactory;
+
+fn invalid(key: &str, reason: impl Into<String>) -> ValidationError {
+    ValidationError::InvalidValue {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+#[async_trait]
+impl CatalogFactory for JdbcCatalogFactory {
+    fn identifier(&self) -> &'static str {
+        "jdbc"
+    }
+
+    fn description(&self) -> &'static str {
+        "Tables in a PostgreSQL, MySQL/MariaDB or SQLite database, created with real DDL."
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn validate(&self, options: &CatalogOptions) -> Result<(), ValidationError> {
+        let url = JdbcUrl::parse(options.get("base-url").unwrap_or_default())
+            .map_err(|r| invalid("base-url", r))?;
+        let database = options.get("default-database").unwrap_or_default();
+        ObjectName::parse("default-database", database)
+            .map_err(|e| invalid("default-database", e.to_string()))?;
+        if !matches!(url, JdbcUrl::Sqlite { .. }) {
+            let missing: Vec<String> = ["username", "password"]
+                .into_iter()
+                .filter(|k| options.get(k).is_none())
+                .map(String::from)
+                .collect();
+            if !missing.is_empty() {
+                return Err(ValidationError::MissingOptions { missing });
+            }
+        }
+        Ok(())
+    }
+
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, String> {
+        let url = JdbcUrl::parse(options.get("base-url").unwrap_or_default())?;
+        let catalog = JdbcCatalog {
+            url,
+            username: options.get("username").unwrap_or_default().to_owned(),
+            options: options.clone(),
+            default_database: options
+                .get("default-database")
+                .unwrap_or_default()
+                .to_owned(),
+            pools: Mutex::new(HashMap::new()),
+        };
+        catalog.check_connection(&catalog.default_database).await?;
+        Ok(Arc::new(catalog))
+    }
+}
+
+#[derive(Clone)]
+enum DialectPool {
+    Postgres(PgPool),
+    MySql(MySqlPool),
+    Sqlite(SqlitePool),
+}
+
+pub struct JdbcCatalog {
+    url: JdbcUrl,
+    username: String,
+    /// Kept for the password and for redacting driver messages.
+    options: CatalogOptions,
+    default_database: String,
+    /// One pool per database, opened on first use.
+    pools: Mutex<HashMap<String, DialectPool>>,
+}
+
+impl JdbcCatalog {
+    fn password(&self) -> &str {
+        self.options.get("password").unwrap_or_default()
+    }
+
+    fn pg_options(&self, database: &str) -> PgConnectOptions {
+        let JdbcUrl::Postgres { host, port } = &self.url else {
+            unreachable!("postgres options for {:?}", self.url)
+        };
+        PgConnectOptions::new()
+            .host(host)
+            .port(*port)
+            .username(&self.username)
+            .password(self.password())
+            .database(database)
+            .application_name("ctasd")
+    }
+
+    fn mysql_options(&self, database: &str) -> MySqlConnectOptions {
+        let JdbcUrl::MySql { host, port } = &self.url else {
+            unreachable!("mysql options for {:?}", self.url)
+        };
+        let options = MySqlConnectOptions::new()
+            .host(host)
+            .port(*port)
+            .username(&self.username)
+            .database(database);
+        if self.password().is_empty() {
+            options
+        } else {
+            options.password(self.password())
+        }
+    }
+
+    fn sqlite_file(&self, database: &str) -> PathBuf {
+        let JdbcUrl::Sqlite { directory } = &self.url else {
+            unreachable!("sqlite file for {:?}", self.url)
+        };
+        directory.join(format!("{database}.db"))
+    }
+
+    fn sqlite_options(&self, database: &str) -> SqliteConnectOptions {
+        SqliteConnectOptions::new()
+            .filename(self.sqlite_file(database))
+            .create_if_missing(false)
+            .busy_timeout(CONNECT_TIMEOUT)
+    }
+
+    fn unavailable(&self, error: impl std::fmt::Display) -> CatalogError {
+        CatalogError::Unavailable(self.options.redact(&error.to_string()))
+    }
+
+    /// Opens one connection and runs `SELECT 1`, so that registration reports
+    /// the driver's own reason (refused, unknown database, bad password)
+    /// rather than a pool time-out.
+    async fn check_connection(&self, database: &str) -> Result<(), String> {
+        let attempt = async {
+            match &self.url {
+                JdbcUrl::Postgres { .. } => {
+                    let mut conn = self.pg_options(database).connect().await?;
+                    sqlx::query("SELECT 1").execute(&mut conn).await?;
+                    conn.close().await
+                }
+                JdbcUrl::MySql { .. } => {
+                    let mut conn = self.mysql_options(database).connect().await?;
+                    sqlx::query("SELECT 1").execute(&mut conn).await?;
+                    conn.close().await
+                }
+                JdbcUrl::Sqlite { .. } => {
+                    let mut conn = self.sqlite_options(database).connect().await?;
+                    sqlx::query("SELECT count(*) FROM sqlite_master")
+                        .execute(&mut conn)
+                        .await?;
+                    conn.close().await
+                }
+            }
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.options.redact(&describe(&self.url, database, &e))),
+            Err(_) => Err(format!(
+                "connecting to {} timed out after {} s",
+                target(&self.url, database),
+                CONNECT_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
+    async fn pool(&self, database: &str) -> DialectPool {
+        let mut pools = self.pools.lock().await;
+        if let Some(pool) = pools.get(database) {
+            return pool.clone();
+        }
+        let pool = match &self.url {
+            JdbcUrl::Postgres { .. } => DialectPool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .idle_timeout(Duration::from_secs(300))
+                    .connect_lazy_with(self.pg_options(database)),
+            ),
+            // Every MySQL database is reachable through information_schema
+            // from one connection, so a MySQL catalog needs only one pool.
+            JdbcUrl::MySql { .. } => DialectPool::MySql(
+                MySqlPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .idle_timeout(Duration::from_secs(300))
+                    .connect_lazy_with(self.mysql_options(&self.default_database)),
+            ),
+            JdbcUrl::Sqlite { .. } => DialectPool::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .idle_timeout(Duration::from_secs(300))
+                    .connect_lazy_with(self.sqlite_options(database)),
+            ),
+        };
+        pools.insert(database.to_owned(), pool.clone());
+        pool
+    }
+
+    async fn ensure_database(&self, database: &str) -> Result<(), CatalogError> {
+        if self.list_databases().await?.iter().any(|d| d == database) {
+            Ok(())
+        } else {
+            Err(CatalogError::DatabaseNotFound(database.to_owned()))
+        }
+    }
+}
+
+fn target(url: &JdbcUrl, database: &str) -> String {
+    match url {
+        JdbcUrl::Postgres { host, port } => {
+            format!("PostgreSQL at {host}:{port}, database '{database}'")
+        }
+        JdbcUrl::MySql { host, port } => {
+            format!("MySQL/MariaDB at {host}:{port}, database '{database}'")
+        }
+        JdbcUrl::Sqlite { directory } => {
+            format!(
+                "SQLite database '{}'",
+                directory.join(format!("{database}.db")).display()
+            )
+        }
+    }
+}
+
+fn describe(url: &JdbcUrl, database: &str, error: &sqlx::Error) -> String {
+    let reason = match error {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
+    };
+    format!("connecting to {} failed: {reason}", target(url, database))
+}
+
+#[async_trait]
+impl Catalog for JdbcCatalog {
+    fn default_database(&self) -> &str {
+        &self.default_database
+    }
+
+    async fn list_databases(&self) -> Result<Vec<String>, CatalogError> {
+        match (&self.url, self.pool(&self.default_database).await) {
+            (_, DialectPool::Postgres(pool)) => sqlx::query_scalar(
+                "SELECT datname::text FROM pg_database WHERE NOT datistemplate AND datallowconn ORDER BY 1",
+            )
+            .fetch_all(&pool)
+            .await
+            .map_err(|e| self.unavailable(e)),
+            (_, DialectPool::MySql(pool)) => sqlx::query_scalar(
+                "SELECT CAST(schema_name AS CHAR) FROM information_schema.schemata \
+                 WHERE schema_name NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys') ORDER BY 1",
+            )
+            .fetch_all(&pool)
+            .await
+            .map_err(|e| self.unavailable(e)),
+            (JdbcUrl::Sqlite { directory }, _) => {
+                let mut names = Vec::new();
+                let mut entries = tokio::fs::read_dir(directory).await.map_err(|e| self.unavailable(e))?;
+                while let Some(entry) = entries.next_entry().await.map_err(|e| self.unavailable(e))? {
+                    let file_name = entry.file_name().to_string_lossy().into_owned();
+                    if let Some(stem) = file_name.strip_suffix(".db")
+                        && entry.file_type().await.is_ok_and(|t| t.is_file())
+                    {
+                        names.push(stem.to_owned());
+                    }
+                }
+                names.sort();
+                Ok(names)
+            }
+            (_, DialectPool::Sqlite(_)) => unreachable!("a SQLite pool always has a jdbc:sqlite: URL"),
+        }
+    }
+
+    async fn list_tables(&self, database: &str) -> Result<Vec<String>, CatalogError> {
+        self.ensure_database(database).await?;
+        let tables = match self.pool(database).await {
+            DialectPool::Postgres(pool) => {
+                sqlx::query_scalar(
+                    "SELECT table_name::text FROM information_schema.tables \
+                     WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1",
+                )
+                .fetch_all(&pool)
+                .await
+            }
+            DialectPool::MySql(pool) => {
+                sqlx::query_scalar(
+                    "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+                     WHERE table_schema = ? AND table_type = 'BASE TABLE' ORDER BY 1",
+                )
+                .bind(database)
+                .fetch_all(&pool)
+                .await
+            }
+            DialectPool::Sqlite(pool) => {
+                sqlx::query_scalar(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+                     ORDER BY name",
+                )
+                .fetch_all(&pool)
+                .await
+            }
+        };
+        tables.map_err(|e| self.unavailable(e))
+    }
+
+    async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError> {
+        if !self.list_tables(database).await?.iter().any(|t| t == table) {
+            return Err(CatalogError::TableNotFound {
+                database: database.into(),
+                table: table.into(),
+            });
+        }
+        let rows: Result<Vec<(String, String, bool)>, sqlx::Error> = match self.pool(database).await {
+            DialectPool::Postgres(pool) => {
+                sqlx::query_as(
+                    "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull \
+                     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                     JOIN pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = current_schema() AND c.relname = $1 \
+                       AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                )
+                .bind(table)
+                .fetch_all(&pool)
+                .await
+            }
+            DialectPool::MySql(pool) => {
+                sqlx::query_as::<_, (String, String, String)>(
+                    "SELECT CAST(column_name AS CHAR), CAST(column_type AS CHAR), CAST(is_nullable AS CHAR) \
+                     FROM information_schema.columns WHERE table_schema = ? AND table_name = ? \
+                     ORDER BY ordinal_position",
+                )
+                .bind(database)
+                .bind(table)
+                .fetch_all(&pool)
+                .await
+                .map(|rows| rows.into_iter().map(|(n, t, nullable)| (n, t, nullable == "YES")).collect())
+            }
+            DialectPool::Sqlite(pool) => {
+                sqlx::query_as::<_, (String, String, i64)>(
+                    "SELECT name, type, \"notnull\" FROM pragma_table_info(?1) ORDER BY cid",
+                )
+                .bind(table)
+                .fetch_all(&pool)
+                .await
+                .map(|rows| rows.into_iter().map(|(n, t, not_null)| (n, t, not_null == 0)).collect())
+            }
+        };
+        let columns = rows
+            .map_err(|e| self.unavailable(e))?
+            .into_iter()
+            .map(|(name, data_type, nullable)| ColumnInfo {
+                name,
+                data_type,
+                nullable,
+            })
+            .collect();
+        Ok(TableInfo {
+            database: database.into(),
+            name: table.into(),
+            columns,
+        })
+    }
+
+    async fn close(&self) {
+        let pools: Vec<DialectPool> = self.pools.lock().await.drain().map(|(_, p)| p).collect();
+        for pool in pools {
+            match pool {
+                DialectPool::Postgres(p) => p.close().await,
+                DialectPool::MySql(p) => p.close().await,
+                DialectPool::Sqlite(p) => p.close().await,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_name_a_server_or_a_directory() {
+        assert_eq!(
+            JdbcUrl::parse("jdbc:postgresql://127.0.0.1:5433").unwrap(),
+            JdbcUrl::Postgres {
+                host: "127.0.0.1".into(),
+                port: 5433
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:postgresql://db.example/").unwrap(),
+            JdbcUrl::Postgres {
+                host: "db.example".into(),
+                port: 5432
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:mariadb://h").unwrap(),
+            JdbcUrl::MySql {
+                host: "h".into(),
+                port: 3306
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:mysql://[::1]:3307").unwrap(),
+            JdbcUrl::MySql {
+                host: "::1".into(),
+                port: 3307
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:sqlite:/var/db").unwrap(),
+            JdbcUrl::Sqlite {
+                directory: "/var/db".into()
+            }
+        );
+    }
+
+    #[test]
+    fn base_urls_with_a_database_credentials_or_a_bad_port_are_refused() {
+        for bad in [
+            "jdbc:postgresql://h:5432/db",
+            "jdbc:mysql://user:pw@h",
+            "jdbc:postgresql://h:99999",
+            "jdbc:postgresql://",
+            "jdbc:oracle:thin:@h",
+            "postgres://h",
+            "jdbc:sqlite:relative/dir",
+        ] {
+            assert!(JdbcUrl::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Opened catalogs, kept between requests with their connection pools.
+//!
+//! Entries are keyed by catalog name and tagged with the stored version, so a
+//! catalog altered by another replica is reopened on its next use instead of
+//! serving stale options. Opening happens outside the lock: a slow database
+//! never blocks requests for other catalogs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::RwLock;
+
+use super::Catalog;
+use super::factory::{FactoryRegistry, OpenOrInvalid};
+use crate::domain::CatalogRecord;
+
+struct Entry {
+    version: i64,
+    catalog: Arc<dyn Catalog>,
+}
+
+pub struct LiveCatalogs {
+    registry: FactoryRegistry,
+    open: RwLock<HashMap<String, Entry>>,
+}
+
+impl LiveCatalogs {
+    pub fn new(registry: FactoryRegistry) -> Self {
+        Self {
+            registry,
+            open: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn registry(&self) -> &FactoryRegistry {
+        &self.registry
+    }
+
+    /// The live catalog for this stored record, opened now if needed.
+    pub async fn get(&self, record: &CatalogRecord) -> Result<Arc<dyn Catalog>, OpenOrInvalid> {
+        let name = record.descriptor.name.as_str();
+        if let Some(entry) = self.open.read().await.get(name)
+            && entry.version == record.version
+        {
+            return Ok(entry.catalog.clone());
+        }
+        let catalog = self
+            .registry
+            .open(&record.descriptor.name, &record.descriptor.options)
+            .await?;
+        Ok(self.install(name, record.version, catalog).await)
+    }
+
+    /// Keep a catalog that was just opened for this version, closing whatever
+    /// older one it replaces, and return the one now kept. When another
+    /// request already installed this version or a newer one, that one wins
+    /// and the newcomer is closed, so a catalog in use is never closed by a race.
+    pub async fn install(
+        &self,
+        name: &str,
+        version: i64,
+        catalog: Arc<dyn Catalog>,
+    ) -> Arc<dyn Catalog> {
+        let (kept, to_close) = {
+            let mut open = self.open.write().await;
+            match open.get(name) {
+                Some(existing) if existing.version >= version => {
+                    (existing.catalog.clone(), Some(catalog))
+                }
+                _ => {
+                    let old = open.insert(
+                        name.to_owned(),
+                        Entry {
+                            version,
+                            catalog: catalog.clone(),
+                        },
+                    );
+                    (catalog, old.map(|e| e.catalog))
+                }
+            }
+        };
+        if let Some(catalog) = to_close {
+            catalog.close().await;
+        }
+        kept
+    }
+
+    /// Forget and close a dropped catalog.
+    pub async fn evict(&self, name: &str) {
+        let removed = self.open.write().await.remove(name);
+        if let Some(entry) = removed {
+            entry.catalog.close().await;
+        }
+    }
+}

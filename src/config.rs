@@ -1,0 +1,132 @@
+//! Settings from flags, each also readable from a `CTASD_*` variable.
+//!
+//! Values that may carry credentials (the database URL, the secret key) are
+//! wrapped in [`SecretString`], so `Debug` and `--help` never print them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use secrecy::{ExposeSecret, SecretString};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Where the store lives and how secrets are sealed: what `serve` and
+/// `migrate` share.
+#[derive(Debug, Clone, Args)]
+pub struct StoreSettings {
+    /// Store URL: `sqlite:<path>` or `postgres://...`. Default: `<data-dir>/ctasd.db` (SQLite).
+    #[arg(long, env = "CTASD_DATABASE_URL", hide_env_values = true, value_parser = secret)]
+    pub database_url: Option<SecretString>,
+
+    /// Directory for the embedded store and the generated secret key.
+    #[arg(long, env = "CTASD_DATA_DIR", default_value = "./ctasd-data")]
+    pub data_dir: PathBuf,
+
+    /// Keys that seal secrets at rest: `<key-id>:<base64 of 32 bytes>`, several
+    /// separated by commas, the first one active. Default: the key file.
+    #[arg(long, env = "CTASD_SECRET_KEY", hide_env_values = true, value_parser = secret)]
+    pub secret_key: Option<SecretString>,
+
+    /// File holding the keys (one per line); created with a fresh key, mode
+    /// 0600, when missing. Default: `<data-dir>/secret.key`.
+    #[arg(long, env = "CTASD_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<PathBuf>,
+}
+
+impl StoreSettings {
+    pub fn for_data_dir(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            database_url: None,
+            data_dir: data_dir.into(),
+            secret_key: None,
+            secret_key_file: None,
+        }
+    }
+
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url.as_ref().map(|u| u.expose_secret())
+    }
+
+    pub fn secret_key_file(&self) -> PathBuf {
+        self.secret_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("secret.key"))
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeSettings {
+    /// Address and port to listen on.
+    #[arg(long, env = "CTASD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub store: StoreSettings,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "CTASD_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Longest a request may take before it is answered with 408, in seconds.
+    #[arg(long, env = "CTASD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+}
+
+impl ServeSettings {
+    pub fn new(listen: SocketAddr, store: StoreSettings) -> Self {
+        Self {
+            listen,
+            store,
+            max_body_bytes: 1024 * 1024,
+            request_timeout_secs: 30,
+        }
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LogSettings {
+    /// Log line format.
+    #[arg(
+        long,
+        env = "CTASD_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
+
+    /// Log filter, e.g. `info` or `ctasd=debug,sqlx=warn`.
+    #[arg(long, env = "CTASD_LOG", default_value = "info", global = true)]
+    pub log: String,
+}
+
+fn secret(value: &str) -> Result<SecretString, std::convert::Infallible> {
+    Ok(SecretString::from(value.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_never_shows_the_database_url_or_the_key() {
+        let mut settings = StoreSettings::for_data_dir("/tmp/x");
+        settings.database_url = Some(SecretString::from("postgres://u:hunter2@h/db".to_owned()));
+        settings.secret_key = Some(SecretString::from("k:c2VjcmV0".to_owned()));
+        let shown = format!("{settings:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("c2VjcmV0"),
+            "{shown}"
+        );
+    }
+}

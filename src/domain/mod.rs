@@ -1,0 +1,11 @@
+//! Pure types and rules. Nothing here performs I/O, so every rule can be tested
+//! without a database, and every layer above can rely on values that already
+//! passed validation.
+
+pub mod catalog;
+pub mod name;
+pub mod options;
+
+pub use catalog::{CatalogAlteration, CatalogDescriptor, CatalogRecord};
+pub use name::{CatalogName, NameError, ObjectName};
+pub use options::{CatalogOptions, MASK, OptionsError};

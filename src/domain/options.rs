@@ -1,0 +1,238 @@
+//! Catalog options: a flat string map, always including `type`.
+//!
+//! This module decides which options are secrets (Flink's list of sensitive
+//! key fragments) and owns the only ways to show options to a person: masked
+//! maps and redacted text. Plain values leave this type only towards a
+//! factory (to connect) or the store (to encrypt).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What every response, error and log line shows instead of a secret.
+pub const MASK: &str = "******";
+/// The option that picks the factory.
+pub const TYPE_KEY: &str = "type";
+/// Accepted by every factory, as in Flink.
+pub const PROPERTY_VERSION_KEY: &str = "property-version";
+
+const MAX_KEY_LEN: usize = 256;
+const MAX_VALUE_LEN: usize = 4096;
+const MAX_OPTIONS: usize = 256;
+
+/// Key fragments that make an option sensitive (case-insensitive), as in
+/// Flink's `GlobalConfiguration#SENSITIVE_KEYS`.
+const SENSITIVE_FRAGMENTS: &[&str] = &[
+    "password",
+    "secret",
+    "token",
+    "apikey",
+    "api-key",
+    "access-key",
+    "access.key",
+    "accesskey",
+    "auth-params",
+    "service-key",
+    "basic-auth",
+    "jaas.config",
+    "fs.azure.account.key",
+];
+
+pub fn is_sensitive(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SENSITIVE_FRAGMENTS
+        .iter()
+        .any(|fragment| key.contains(fragment))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionsError {
+    #[error("option keys must not be empty")]
+    EmptyKey,
+    #[error(
+        "option key '{0}' is longer than {MAX_KEY_LEN} characters or contains control characters"
+    )]
+    BadKey(String),
+    #[error(
+        "the value of option '{0}' is longer than {MAX_VALUE_LEN} characters or contains control characters"
+    )]
+    BadValue(String),
+    #[error("at most {MAX_OPTIONS} options are accepted")]
+    TooMany,
+    #[error("'{MASK}' is not accepted as the value of option '{0}': send the real value")]
+    MaskAsValue(String),
+}
+
+/// Validated catalog options. `Debug` masks secrets.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct CatalogOptions(BTreeMap<String, String>);
+
+impl CatalogOptions {
+    pub fn new(options: BTreeMap<String, String>) -> Result<Self, OptionsError> {
+        if options.len() > MAX_OPTIONS {
+            return Err(OptionsError::TooMany);
+        }
+        for (key, value) in &options {
+            check_entry(key, value)?;
+        }
+        Ok(Self(options))
+    }
+
+    pub fn catalog_type(&self) -> Option<&str> {
+        self.get(TYPE_KEY)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// Every option, each value in plain text: for factories and the store only.
+    pub fn iter_plain(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The options as a person may see them: secrets replaced by [`MASK`].
+    pub fn masked(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .map(|(k, v)| {
+                let shown = if is_sensitive(k) {
+                    MASK.to_owned()
+                } else {
+                    v.clone()
+                };
+                (k.clone(), shown)
+            })
+            .collect()
+    }
+
+    /// `text` with every secret value of these options replaced by [`MASK`]:
+    /// the last line of defence for messages that come from drivers.
+    pub fn redact(&self, text: &str) -> String {
+        let mut secrets: Vec<&str> = self
+            .0
+            .iter()
+            .filter(|(k, v)| is_sensitive(k) && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+            .collect();
+        // Longest first, so a secret that contains another is masked whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets
+            .iter()
+            .fold(text.to_owned(), |acc, secret| acc.replace(secret, MASK))
+    }
+
+    /// The options after `set` and `reset`, validated again.
+    pub fn altered(
+        &self,
+        set: &BTreeMap<String, String>,
+        reset: &[String],
+    ) -> Result<Self, OptionsError> {
+        let mut next = self.0.clone();
+        for key in reset {
+            next.remove(key);
+        }
+        next.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Self::new(next)
+    }
+}
+
+impl fmt::Debug for CatalogOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.masked()).finish()
+    }
+}
+
+fn check_entry(key: &str, value: &str) -> Result<(), OptionsError> {
+    if key.is_empty() {
+        return Err(OptionsError::EmptyKey);
+    }
+    if key.chars().count() > MAX_KEY_LEN || key.chars().any(char::is_control) {
+        return Err(OptionsError::BadKey(
+            key.chars().filter(|c| !c.is_control()).take(64).collect(),
+        ));
+    }
+    if value.chars().count() > MAX_VALUE_LEN || value.chars().any(char::is_control) {
+        return Err(OptionsError::BadValue(key.to_owned()));
+    }
+    if value == MASK {
+        return Err(OptionsError::MaskAsValue(key.to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> CatalogOptions {
+        CatalogOptions::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn sensitivity_follows_flinks_key_fragments_case_insensitively() {
+        for key in [
+            "password",
+            "PASSWORD",
+            "sink.Secret",
+            "api-key",
+            "s3.access-key",
+            "fs.azure.account.key.x",
+        ] {
+            assert!(is_sensitive(key), "{key}");
+        }
+        for key in ["type", "username", "base-url", "default-database", "path"] {
+            assert!(!is_sensitive(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn masked_and_debug_never_show_a_secret() {
+        let opts = options(&[
+            ("type", "jdbc"),
+            ("password", "s3cret-Value"),
+            ("username", "me"),
+        ]);
+        assert_eq!(opts.masked()["password"], MASK);
+        assert_eq!(opts.masked()["username"], "me");
+        assert!(!format!("{opts:?}").contains("s3cret-Value"));
+    }
+
+    #[test]
+    fn redact_masks_secrets_inside_driver_messages() {
+        let opts = options(&[("password", "s3cret"), ("token", "s3cret-longer")]);
+        assert_eq!(
+            opts.redact("auth s3cret-longer and s3cret"),
+            "auth ****** and ******"
+        );
+    }
+
+    #[test]
+    fn the_mask_is_refused_as_a_value() {
+        let err =
+            CatalogOptions::new([("password".to_string(), MASK.to_string())].into()).unwrap_err();
+        assert_eq!(err, OptionsError::MaskAsValue("password".into()));
+    }
+
+    #[test]
+    fn alteration_resets_then_sets_and_revalidates() {
+        let opts = options(&[("type", "jdbc"), ("a", "1"), ("b", "2")]);
+        let next = opts
+            .altered(&[("b".into(), "3".into())].into(), &["a".into()])
+            .unwrap();
+        assert_eq!(next, options(&[("type", "jdbc"), ("b", "3")]));
+        assert!(
+            opts.altered(&[("password".into(), MASK.into())].into(), &[])
+                .is_err()
+        );
+    }
+}

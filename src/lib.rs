@@ -1,0 +1,19 @@
+//! ctasd: a control plane for atomic `CREATE TABLE ... AS SELECT` jobs.
+//!
+//! Read the modules in this order; data flows the same way:
+//! `api` → `domain` → `store` → `catalog`.
+
+/// HTTP only: one file per resource, problem+json errors, the OpenAPI document.
+pub mod api;
+/// The external systems that hold tables: the `Catalog` trait, factories, live cache.
+pub mod catalog;
+/// Settings from flags and `CTASD_*` variables, with secrets that never print.
+pub mod config;
+/// Pure types and rules, no I/O: names, catalog options and their sensitivity.
+pub mod domain;
+/// Start-up and shutdown: wires the store, the catalogs and the router together.
+pub mod server;
+/// Persistence: the `Store` trait, SQLite and PostgreSQL, secret encryption.
+pub mod store;
+/// Log output (text or JSON) that never carries a secret.
+pub mod telemetry;

@@ -1,0 +1,156 @@
+//! Start-up and shutdown.
+//!
+//! Start-up order: data directory → secret keys → store (connect, migrate) →
+//! factories → bind → serve. Registered catalogs are reopened in the
+//! background after binding, so one unreachable database never delays start.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, AppState};
+use crate::catalog::{FactoryRegistry, LiveCatalogs};
+use crate::config::{ServeSettings, StoreSettings};
+use crate::store::{self, Keyring, Store};
+
+/// Opens the store named by the settings, with its keyring. Does not migrate.
+pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Store>> {
+    std::fs::create_dir_all(&settings.data_dir).with_context(|| {
+        format!(
+            "cannot create data directory '{}'",
+            settings.data_dir.display()
+        )
+    })?;
+    let keyring = match &settings.secret_key {
+        Some(spec) => Keyring::parse(spec)?,
+        None => {
+            let path = settings.secret_key_file();
+            let (keyring, created) = Keyring::load_or_create(&path)?;
+            if created {
+                tracing::warn!(
+                    path = %path.display(),
+                    key_id = keyring.active_key_id(),
+                    "generated a new secret key for sealing catalog secrets; back it up, \
+                     or set CTASD_SECRET_KEY in production"
+                );
+            }
+            keyring
+        }
+    };
+    let store = store::connect(
+        settings.database_url(),
+        &settings.data_dir,
+        Arc::new(keyring),
+    )
+    .await?;
+    Ok(store)
+}
+
+/// `ctasd migrate`.
+pub async fn migrate(settings: &StoreSettings) -> anyhow::Result<()> {
+    let store = open_store(settings).await?;
+    store.migrate().await?;
+    tracing::info!(store = %store.describe(), "migrations applied");
+    Ok(())
+}
+
+/// A server running in this process.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningServer {
+    /// Stops accepting, lets requests in flight finish, and waits.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        let _ = self.task.await;
+    }
+}
+
+/// Prepares everything and starts serving; returns once the port is bound.
+pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
+    let store = open_store(&settings.store).await?;
+    store.migrate().await?;
+    let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin()));
+    let state = AppState {
+        store: store.clone(),
+        catalogs: catalogs.clone(),
+    };
+    let app = api::router(state, &settings);
+
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, store = %store.describe(), "ctasd listening");
+    tokio::spawn(reopen_registered_catalogs(store, catalogs));
+
+    let (shutdown, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = signal.await;
+            })
+            .await
+    });
+    Ok(RunningServer {
+        addr,
+        shutdown,
+        task,
+    })
+}
+
+/// `ctasd serve`: runs until SIGINT or SIGTERM.
+pub async fn serve_until_signal(settings: ServeSettings) -> anyhow::Result<()> {
+    let server = start(settings).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.stop().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+/// Opens every registered catalog once, so the first request after a restart
+/// finds its connections ready. Failures are logged and retried on first use.
+async fn reopen_registered_catalogs(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>) {
+    let mut after = None;
+    loop {
+        let page = match store.list_catalogs(after.as_ref(), 100).await {
+            Ok(page) => page,
+            Err(error) => return tracing::warn!(%error, "could not list catalogs to reopen them"),
+        };
+        for record in &page {
+            match catalogs.get(record).await {
+                Ok(_) => tracing::info!(catalog = %record.descriptor.name, "catalog reopened"),
+                Err(error) => {
+                    tracing::warn!(catalog = %record.descriptor.name, %error, "catalog could not be reopened")
+                }
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == 100 => after = Some(last.descriptor.name.clone()),
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Persistence behind one trait, with a SQLite and a PostgreSQL backend chosen
+//! by the database URL.
+//!
+//! The store owns encryption at rest: callers hand it plain options and get
+//! plain options back, and nothing sensitive reaches a row unsealed. It maps
+//! driver errors to [`StoreError`], so no layer above sees a driver type.
+
+mod codec;
+pub mod postgres;
+pub mod secrets;
+pub mod sqlite;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
+pub use secrets::Keyring;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("catalog '{0}' already exists")]
+    CatalogExists(String),
+    #[error("catalog '{0}' does not exist")]
+    CatalogNotFound(String),
+    #[error("catalog '{0}' was changed by another request meanwhile; read it again and retry")]
+    ConcurrentModification(String),
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    #[error("the store is not ready: {0}")]
+    NotReady(String),
+    #[error("stored secret of catalog '{catalog}' cannot be opened: {source}")]
+    Secret {
+        catalog: String,
+        source: secrets::SealError,
+    },
+    #[error("store failure: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// Classify a driver error; `Unavailable` for anything that means "try later".
+    pub(crate) fn from_sqlx(error: sqlx::Error) -> Self {
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => Self::Unavailable(error.to_string()),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+/// Catalog persistence. Every method is one transaction.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
+    fn describe(&self) -> String;
+
+    /// Runs the pending migrations of this backend.
+    async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// Reachable and fully migrated.
+    async fn check_ready(&self) -> Result<(), StoreError>;
+
+    /// Fails with [`StoreError::CatalogExists`] when the name is taken.
+    async fn insert_catalog(
+        &self,
+        catalog: &CatalogDescriptor,
+    ) -> Result<CatalogRecord, StoreError>;
+
+    async fn get_catalog(&self, name: &CatalogName) -> Result<Option<CatalogRecord>, StoreError>;
+
+    /// Catalogs ordered by name (bytewise), strictly after `after`.
+    async fn list_catalogs(
+        &self,
+        after: Option<&CatalogName>,
+        limit: u32,
+    ) -> Result<Vec<CatalogRecord>, StoreError>;
+
+    /// Replaces the descriptor if the stored version is still `expected_version`.
+    async fn update_catalog(
+        &self,
+        catalog: &CatalogDescriptor,
+        expected_version: i64,
+    ) -> Result<CatalogRecord, StoreError>;
+
+    /// Whether a catalog was deleted.
+    async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenStoreError {
+    #[error("unsupported database URL: expected sqlite:, postgres:// or postgresql://")]
+    UnsupportedUrl,
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Connects to the store named by `url`, or to the embedded SQLite file under
+/// `data_dir` when there is none. Does not migrate.
+pub async fn connect(
+    url: Option<&str>,
+    data_dir: &Path,
+    keyring: Arc<Keyring>,
+) -> Result<Arc<dyn Store>, OpenStoreError> {
+    match url {
+        None => Ok(Arc::new(
+            sqlite::SqliteStore::open_file(&data_dir.join("ctasd.db"), keyring).await?,
+        )),
+        Some(url) if url.starts_with("sqlite:") => {
+            Ok(Arc::new(sqlite::SqliteStore::open_url(url, keyring).await?))
+        }
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => Ok(
+            Arc::new(postgres::PostgresStore::open_url(url, keyring).await?),
+        ),
+        Some(_) => Err(OpenStoreError::UnsupportedUrl),
+    }
+}
