@@ -1,0 +1,424 @@
+//! Test harness: servers on `127.0.0.1:0`, fresh databases per test, typed
+//! request helpers.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctasd::config::{ServeSettings, StoreSettings};
+use ctasd::server::RunningServer;
+use ctasd::store::{Keyring, Store};
+use reqwest::StatusCode;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+/// The password every test registers; it must never appear anywhere else.
+pub const SECRET: &str = "s3cret-Value";
+
+pub fn postgres_url() -> Option<String> {
+    service_url("CTASD_TEST_POSTGRES_URL", "PostgreSQL")
+}
+
+pub fn mysql_url() -> Option<String> {
+    service_url("CTASD_TEST_MYSQL_URL", "MariaDB/MySQL")
+}
+
+fn service_url(variable: &str, service: &str) -> Option<String> {
+    match std::env::var(variable) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!("SKIPPED: {service} test skipped because {variable} is not set");
+            None
+        }
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Replace the database of a `scheme://authority/database` URL.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, _) = url
+        .rsplit_once('/')
+        .expect("a database URL names a database");
+    format!("{base}/{database}")
+}
+
+fn run_blocking_cleanup(cleanup: impl std::future::Future<Output = ()> + Send + 'static) {
+    // Drop cannot await; run the cleanup on a runtime of its own, on a thread
+    // of its own, so it works inside and outside a Tokio runtime.
+    let _ = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(cleanup)
+    })
+    .join();
+}
+
+/// A PostgreSQL database made for one test and dropped after it.
+pub struct TestPostgres {
+    admin_url: String,
+    pub database: String,
+    pub url: String,
+}
+
+impl TestPostgres {
+    pub async fn create() -> Option<Self> {
+        let admin_url = postgres_url()?;
+        let database = unique("ctasd_test");
+        let mut admin = sqlx::PgConnection::connect(&admin_url)
+            .await
+            .expect("connect to test PostgreSQL");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE \"{database}\""
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        let url = with_database(&admin_url, &database);
+        Some(Self {
+            admin_url,
+            database,
+            url,
+        })
+    }
+
+    pub async fn connect(&self) -> sqlx::PgConnection {
+        sqlx::PgConnection::connect(&self.url).await.unwrap()
+    }
+
+    pub async fn execute(&self, sql: &str) {
+        let mut conn = self.connect().await;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    /// `host:port` of the server, for jdbc base URLs.
+    pub fn host_port(&self) -> String {
+        let after_at = self
+            .admin_url
+            .rsplit_once('@')
+            .map(|(_, r)| r)
+            .unwrap_or(&self.admin_url);
+        let after_scheme = after_at
+            .rsplit_once("//")
+            .map(|(_, r)| r)
+            .unwrap_or(after_at);
+        after_scheme.split('/').next().unwrap().to_owned()
+    }
+
+    pub fn username(&self) -> String {
+        let rest = self.admin_url.split_once("//").unwrap().1;
+        let userinfo = rest.split_once('@').map(|(u, _)| u).unwrap_or("postgres");
+        userinfo.split(':').next().unwrap().to_owned()
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let database = self.database.clone();
+        run_blocking_cleanup(async move {
+            if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
+                let sql = format!("DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)");
+                let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut admin)
+                    .await;
+            }
+        });
+    }
+}
+
+/// A MariaDB database, and a user whose password is [`SECRET`], made for one
+/// test and dropped after it.
+pub struct TestMysql {
+    admin_url: String,
+    pub database: String,
+    pub user: String,
+}
+
+impl TestMysql {
+    pub async fn create() -> Option<Self> {
+        let admin_url = mysql_url()?;
+        let database = unique("ctasd_test");
+        let user = unique("ctasd").chars().take(30).collect::<String>();
+        let mut admin = sqlx::MySqlConnection::connect(&admin_url)
+            .await
+            .expect("connect to test MariaDB");
+        for sql in [
+            format!("CREATE DATABASE `{database}`"),
+            format!("CREATE USER '{user}'@'%' IDENTIFIED BY '{SECRET}'"),
+            format!("GRANT ALL ON `{database}`.* TO '{user}'@'%'"),
+        ] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+        }
+        Some(Self {
+            admin_url,
+            database,
+            user,
+        })
+    }
+
+    pub async fn execute(&self, sql: &str) {
+        let url = with_database(&self.admin_url, &self.database);
+        let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    pub fn host_port(&self) -> String {
+        let rest = self.admin_url.split_once("//").unwrap().1;
+        let after_at = rest.rsplit_once('@').map(|(_, r)| r).unwrap_or(rest);
+        after_at.split('/').next().unwrap().to_owned()
+    }
+}
+
+impl Drop for TestMysql {
+    fn drop(&mut self) {
+        let (admin_url, database, user) = (
+            self.admin_url.clone(),
+            self.database.clone(),
+            self.user.clone(),
+        );
+        run_blocking_cleanup(async move {
+            if let Ok(mut admin) = sqlx::MySqlConnection::connect(&admin_url).await {
+                for sql in [
+                    format!("DROP DATABASE IF EXISTS `{database}`"),
+                    format!("DROP USER IF EXISTS '{user}'@'%'"),
+                ] {
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut admin)
+                        .await;
+                }
+            }
+        });
+    }
+}
+
+/// A ctasd server in this process.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    settings: ServeSettings,
+    server: Option<RunningServer>,
+    _temp: Arc<tempfile::TempDir>,
+}
+
+impl TestApp {
+    /// On the embedded default: SQLite in a fresh data directory.
+    pub async fn spawn() -> Self {
+        Self::spawn_with(None).await
+    }
+
+    /// On the store at `database_url` (e.g. a [`TestPostgres`] URL).
+    pub async fn spawn_with(database_url: Option<&str>) -> Self {
+        let temp = Arc::new(tempfile::tempdir().unwrap());
+        let mut store = StoreSettings::for_data_dir(temp.path().join("data"));
+        store.database_url = database_url.map(|u| SecretString::from(u.to_owned()));
+        let settings = ServeSettings::new("127.0.0.1:0".parse().unwrap(), store);
+        Self::start(settings, temp).await
+    }
+
+    pub async fn spawn_with_settings(adjust: impl FnOnce(&mut ServeSettings)) -> Self {
+        let temp = Arc::new(tempfile::tempdir().unwrap());
+        let mut settings = ServeSettings::new(
+            "127.0.0.1:0".parse().unwrap(),
+            StoreSettings::for_data_dir(temp.path().join("data")),
+        );
+        adjust(&mut settings);
+        Self::start(settings, temp).await
+    }
+
+    async fn start(settings: ServeSettings, temp: Arc<tempfile::TempDir>) -> Self {
+        let server = ctasd::server::start(settings.clone())
+            .await
+            .expect("server starts");
+        Self {
+            addr: server.addr,
+            client: reqwest::Client::new(),
+            settings,
+            server: Some(server),
+            _temp: temp,
+        }
+    }
+
+    /// A scratch directory that lives as long as this app.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let dir = self._temp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Stop this server and start another on the same store and data directory.
+    pub async fn restart(mut self) -> Self {
+        self.server.take().unwrap().stop().await;
+        let mut settings = self.settings.clone();
+        settings.listen = "127.0.0.1:0".parse().unwrap();
+        Self::start(settings, self._temp.clone()).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        Reply::from(self.client.get(self.url(path)).send().await.unwrap()).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        Reply::from(
+            self.client
+                .post(self.url(path))
+                .json(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn patch(&self, path: &str, body: &Value) -> Reply {
+        Reply::from(
+            self.client
+                .patch(self.url(path))
+                .json(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        Reply::from(self.client.delete(self.url(path)).send().await.unwrap()).await
+    }
+
+    pub async fn register(&self, name: &str, options: Value) -> Reply {
+        self.post("/v1/catalogs", &json!({"name": name, "options": options}))
+            .await
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+    pub body: Value,
+}
+
+impl Reply {
+    pub async fn from(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let content_type = headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Self {
+            status,
+            content_type,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    /// Asserts a problem+json answer with this status and code.
+    #[track_caller]
+    pub fn assert_problem(&self, status: u16, code: &str) -> &Self {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "unexpected status; body: {}",
+            self.text
+        );
+        assert_eq!(
+            self.content_type, "application/problem+json",
+            "body: {}",
+            self.text
+        );
+        assert_eq!(self.body["code"], code, "body: {}", self.text);
+        assert_eq!(self.body["status"], status);
+        assert!(
+            self.body["type"]
+                .as_str()
+                .unwrap()
+                .starts_with("urn:ctasd:problem:")
+        );
+        assert!(!self.body["title"].as_str().unwrap().is_empty());
+        self
+    }
+
+    pub fn detail(&self) -> &str {
+        self.body["detail"].as_str().unwrap_or_default()
+    }
+}
+
+/// jdbc options for a [`TestPostgres`] database, with [`SECRET`] as password.
+pub fn postgres_options(pg: &TestPostgres) -> Value {
+    json!({
+        "type": "jdbc",
+        "base-url": format!("jdbc:postgresql://{}", pg.host_port()),
+        "default-database": pg.database,
+        "username": pg.username(),
+        "password": SECRET,
+    })
+}
+
+pub fn mysql_options(my: &TestMysql) -> Value {
+    json!({
+        "type": "jdbc",
+        "base-url": format!("jdbc:mariadb://{}", my.host_port()),
+        "default-database": my.database,
+        "username": my.user,
+        "password": SECRET,
+    })
+}
+
+/// A SQLite database file `<dir>/<name>.db` with the given DDL applied.
+pub async fn sqlite_database(dir: &Path, name: &str, ddl: &str) {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(dir.join(format!("{name}.db")))
+        .create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+}
+
+/// A store opened directly (no server), migrated, for the conformance suite.
+pub async fn open_store(
+    database_url: Option<&str>,
+    data_dir: &Path,
+    keyring: Keyring,
+) -> Arc<dyn Store> {
+    let store = ctasd::store::connect(database_url, data_dir, Arc::new(keyring))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+pub fn fresh_keyring() -> Keyring {
+    Keyring::parse(&ctasd::store::secrets::generate_key_spec()).unwrap()
+}

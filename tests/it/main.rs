@@ -1,0 +1,14 @@
+//! Integration tests: one binary, a module per concern. Every test talks to
+//! real components: a server over real HTTP, SQLite files, and the
+//! PostgreSQL and MariaDB named by `CTASD_TEST_POSTGRES_URL` and
+//! `CTASD_TEST_MYSQL_URL` (skipped, loudly, when unset).
+
+mod browse;
+mod catalogs;
+mod cli;
+mod errors;
+mod helpers;
+mod openapi;
+mod restart;
+mod secrets;
+mod store;
