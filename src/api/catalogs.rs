@@ -295,10 +295,7 @@ async fn register_catalog(
             };
         }
     };
-    state
-        .catalogs
-        .install(record.descriptor.name.as_str(), record.version, live)
-        .await;
+    state.catalogs.install(&record, live).await;
     tracing::info!(
         catalog = %record.descriptor.name,
         catalog_type = record.descriptor.options.catalog_type().unwrap_or_default(),
@@ -447,10 +444,7 @@ async fn alter_catalog(
             return Err(error.into());
         }
     };
-    state
-        .catalogs
-        .install(record.descriptor.name.as_str(), record.version, live)
-        .await;
+    state.catalogs.install(&record, live).await;
     tracing::info!(catalog = %record.descriptor.name, "catalog altered");
     Ok(axum::Json(Catalog::from(&record)))
 }

@@ -1,13 +1,15 @@
 //! Opened catalogs, kept between requests with their connection pools.
 //!
-//! Entries are keyed by catalog name and tagged with the stored version, so a
-//! catalog altered by another replica is reopened on its next use instead of
-//! serving stale options. Opening happens outside the lock: a slow database
-//! never blocks requests for other catalogs.
+//! Entries are keyed by catalog name and tagged with the stored record's
+//! incarnation (`created_at`) and version, so a catalog altered, or dropped
+//! and registered again, by another request or replica is reopened on its
+//! next use instead of serving stale options. Opening happens outside the
+//! lock: a slow database never blocks requests for other catalogs.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use tokio::sync::RwLock;
 
 use super::Catalog;
@@ -15,8 +17,16 @@ use super::factory::{FactoryRegistry, OpenOrInvalid};
 use crate::domain::CatalogRecord;
 
 struct Entry {
+    created_at: DateTime<Utc>,
     version: i64,
     catalog: Arc<dyn Catalog>,
+}
+
+impl Entry {
+    /// Whether this entry is at least as new as `record`, for the same incarnation.
+    fn covers(&self, record: &CatalogRecord) -> bool {
+        self.created_at == record.created_at && self.version >= record.version
+    }
 }
 
 pub struct LiveCatalogs {
@@ -40,6 +50,7 @@ impl LiveCatalogs {
     pub async fn get(&self, record: &CatalogRecord) -> Result<Arc<dyn Catalog>, OpenOrInvalid> {
         let name = record.descriptor.name.as_str();
         if let Some(entry) = self.open.read().await.get(name)
+            && entry.created_at == record.created_at
             && entry.version == record.version
         {
             return Ok(entry.catalog.clone());
@@ -48,33 +59,32 @@ impl LiveCatalogs {
             .registry
             .open(&record.descriptor.name, &record.descriptor.options)
             .await?;
-        Ok(self.install(name, record.version, catalog).await)
+        Ok(self.install(record, catalog).await)
     }
 
-    /// Keep a catalog that was just opened for this version, closing whatever
-    /// older one it replaces, and return the one now kept. When another
-    /// request already installed this version or a newer one, that one wins
-    /// and the newcomer is closed, so a catalog in use is never closed by a race.
+    /// Keep a catalog just opened for `record`, closing whatever older one it
+    /// replaces, and return the one now kept. When another request already
+    /// installed this version or a newer one, that one wins and the newcomer
+    /// is closed, so a catalog in use is never closed by a race.
     pub async fn install(
         &self,
-        name: &str,
-        version: i64,
+        record: &CatalogRecord,
         catalog: Arc<dyn Catalog>,
     ) -> Arc<dyn Catalog> {
+        let name = record.descriptor.name.as_str();
         let (kept, to_close) = {
             let mut open = self.open.write().await;
             match open.get(name) {
-                Some(existing) if existing.version >= version => {
+                Some(existing) if existing.covers(record) => {
                     (existing.catalog.clone(), Some(catalog))
                 }
                 _ => {
-                    let old = open.insert(
-                        name.to_owned(),
-                        Entry {
-                            version,
-                            catalog: catalog.clone(),
-                        },
-                    );
+                    let entry = Entry {
+                        created_at: record.created_at,
+                        version: record.version,
+                        catalog: catalog.clone(),
+                    };
+                    let old = open.insert(name.to_owned(), entry);
                     (catalog, old.map(|e| e.catalog))
                 }
             }

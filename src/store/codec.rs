@@ -1,9 +1,12 @@
-//! The row form of a catalog, shared by both backends: plain options and
-//! sealed secrets as two JSON objects.
+//! What both backends share: the row form of a catalog (plain options and
+//! sealed secrets as two JSON objects) and the mapping of their outcomes to
+//! [`StoreError`].
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+
+use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
 use crate::domain::options::is_sensitive;
@@ -67,5 +70,43 @@ impl CatalogRow {
             created_at: self.created_at,
             updated_at: self.updated_at,
         })
+    }
+}
+
+/// Counts applied migrations; the same SQL on both backends.
+pub(crate) const APPLIED_MIGRATIONS: &str = "SELECT count(*) FROM _sqlx_migrations WHERE success";
+
+pub(crate) fn readiness(
+    applied: Result<i64, sqlx::Error>,
+    migrator: &Migrator,
+) -> Result<(), StoreError> {
+    let applied = applied.map_err(|e| StoreError::NotReady(e.to_string()))?;
+    let expected = migrator.iter().count() as i64;
+    if applied < expected {
+        return Err(StoreError::NotReady(format!(
+            "{applied} of {expected} migrations applied"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn migration_failed(error: MigrateError) -> StoreError {
+    StoreError::Internal(format!("migration failed: {error}"))
+}
+
+pub(crate) fn insert_failed(name: &CatalogName, error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::CatalogExists(name.to_string())
+        }
+        _ => StoreError::from_sqlx(error),
+    }
+}
+
+/// Why a versioned update matched no row, given what is stored now.
+pub(crate) fn update_missed(name: &CatalogName, current: Option<CatalogRecord>) -> StoreError {
+    match current {
+        Some(_) => StoreError::ConcurrentModification(name.to_string()),
+        None => StoreError::CatalogNotFound(name.to_string()),
     }
 }

@@ -14,7 +14,10 @@ use sqlx::SqlitePool;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::codec::{CatalogRow, encode_options};
+use super::codec::{
+    APPLIED_MIGRATIONS, CatalogRow, encode_options, insert_failed, migration_failed, readiness,
+    update_missed,
+};
 use super::{Keyring, Store, StoreError};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 
@@ -75,10 +78,6 @@ impl SqliteStore {
     }
 }
 
-fn is_unique_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
 #[async_trait]
 impl Store for SqliteStore {
     fn describe(&self) -> String {
@@ -86,25 +85,14 @@ impl Store for SqliteStore {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR
-            .run(&self.pool)
-            .await
-            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+        MIGRATOR.run(&self.pool).await.map_err(migration_failed)
     }
 
     async fn check_ready(&self) -> Result<(), StoreError> {
-        let applied: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| StoreError::NotReady(e.to_string()))?;
-        let expected = MIGRATOR.iter().count() as i64;
-        if applied < expected {
-            return Err(StoreError::NotReady(format!(
-                "{applied} of {expected} migrations applied"
-            )));
-        }
-        Ok(())
+        let applied = sqlx::query_scalar(APPLIED_MIGRATIONS)
+            .fetch_one(&self.pool)
+            .await;
+        readiness(applied, &MIGRATOR)
     }
 
     async fn insert_catalog(
@@ -125,13 +113,7 @@ impl Store for SqliteStore {
         .bind(now)
         .fetch_one(&self.pool)
         .await
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                StoreError::CatalogExists(catalog.name.to_string())
-            } else {
-                StoreError::from_sqlx(e)
-            }
-        })?;
+        .map_err(|e| insert_failed(&catalog.name, e))?;
         self.decode(row)
     }
 
@@ -188,10 +170,10 @@ impl Store for SqliteStore {
         .map_err(StoreError::from_sqlx)?;
         match row {
             Some(row) => self.decode(row),
-            None if self.get_catalog(&catalog.name).await?.is_some() => {
-                Err(StoreError::ConcurrentModification(catalog.name.to_string()))
-            }
-            None => Err(StoreError::CatalogNotFound(catalog.name.to_string())),
+            None => Err(update_missed(
+                &catalog.name,
+                self.get_catalog(&catalog.name).await?,
+            )),
         }
     }
 

@@ -260,6 +260,11 @@ impl TestApp {
         dir
     }
 
+    /// Another server on the same store and data directory, as a second replica.
+    pub async fn sibling(&self) -> Self {
+        Self::start(self.settings.clone(), self._temp.clone()).await
+    }
+
     /// Stop this server and start another on the same store and data directory.
     pub async fn restart(mut self) -> Self {
         self.server.take().unwrap().stop().await;

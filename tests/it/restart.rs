@@ -1,5 +1,6 @@
 //! Registered catalogs survive a restart, on either store, and are usable
-//! at once (their secrets open with the persisted key).
+//! at once (their secrets open with the persisted key); replicas sharing a
+//! store never serve a catalog that was altered or replaced elsewhere.
 
 use serde_json::json;
 
@@ -79,4 +80,68 @@ async fn catalogs_survive_a_restart_on_postgres_and_are_still_open() {
     );
     let tables = app.get("/v1/catalogs/lite/databases/main/tables").await;
     assert_eq!(tables.body["tables"], json!([{"name": "orders"}]));
+}
+
+#[tokio::test]
+async fn a_replica_notices_a_catalog_dropped_and_registered_again_elsewhere() {
+    let first = TestApp::spawn().await;
+    let second = first.sibling().await;
+    let old = first.scratch("old");
+    let new = first.scratch("new");
+    first
+        .register(
+            "fs",
+            json!({"type": "filesystem", "path": old, "default-database": "before"}),
+        )
+        .await;
+    let seen = first.get("/v1/catalogs/fs/databases").await;
+    assert_eq!(
+        seen.body["databases"],
+        json!([{"name": "before", "default": true}])
+    );
+
+    assert_eq!(second.delete("/v1/catalogs/fs").await.status, 204);
+    let again = second
+        .register(
+            "fs",
+            json!({"type": "filesystem", "path": new, "default-database": "after"}),
+        )
+        .await;
+    assert_eq!(again.status, 201, "{}", again.text);
+
+    let seen = first.get("/v1/catalogs/fs/databases").await;
+    assert_eq!(
+        seen.body["databases"],
+        json!([{"name": "after", "default": true}]),
+        "the first replica reopened it"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_notices_a_catalog_altered_elsewhere() {
+    let first = TestApp::spawn().await;
+    let second = first.sibling().await;
+    let warehouse = first.scratch("w");
+    first
+        .register("fs", json!({"type": "filesystem", "path": warehouse}))
+        .await;
+    first.get("/v1/catalogs/fs/databases").await;
+
+    let altered = second
+        .patch(
+            "/v1/catalogs/fs",
+            &json!({"set": {"default-database": "renamed"}}),
+        )
+        .await;
+    assert_eq!(altered.status, 200, "{}", altered.text);
+
+    let seen = first.get("/v1/catalogs/fs/databases").await;
+    assert!(
+        seen.body["databases"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "renamed", "default": true})),
+        "{}",
+        seen.text
+    );
 }
