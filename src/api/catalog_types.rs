@@ -8,6 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use crate::catalog::OptionSpec;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_catalog_types))
@@ -50,22 +51,6 @@ pub struct CatalogTypeList {
     responses((status = 200, description = "Every catalog type, by name", body = CatalogTypeList))
 )]
 async fn list_catalog_types(State(state): State<AppState>) -> axum::Json<CatalogTypeList> {
-    let common = [
-        CatalogTypeOption {
-            key: "type".into(),
-            required: true,
-            sensitive: false,
-            default: None,
-            description: "Selects the catalog type.".into(),
-        },
-        CatalogTypeOption {
-            key: "property-version".into(),
-            required: false,
-            sensitive: false,
-            default: None,
-            description: "Accepted for compatibility with Flink; ignored.".into(),
-        },
-    ];
     let catalog_types = state
         .catalogs
         .registry()
@@ -73,23 +58,24 @@ async fn list_catalog_types(State(state): State<AppState>) -> axum::Json<Catalog
         .map(|factory| CatalogType {
             catalog_type: factory.identifier().into(),
             description: factory.description().into(),
-            options: common
+            options: factory
+                .all_options()
                 .iter()
-                .map(|o| CatalogTypeOption {
-                    key: o.key.clone(),
-                    default: o.default.clone(),
-                    description: o.description.clone(),
-                    ..*o
-                })
-                .chain(factory.options().iter().map(|spec| CatalogTypeOption {
-                    key: spec.key.into(),
-                    required: spec.required,
-                    sensitive: spec.sensitive(),
-                    default: spec.default.map(Into::into),
-                    description: spec.description.into(),
-                }))
+                .map(CatalogTypeOption::from)
                 .collect(),
         })
         .collect();
     axum::Json(CatalogTypeList { catalog_types })
+}
+
+impl From<&OptionSpec> for CatalogTypeOption {
+    fn from(spec: &OptionSpec) -> Self {
+        Self {
+            key: spec.key.into(),
+            required: spec.required,
+            sensitive: spec.sensitive(),
+            default: spec.default.map(Into::into),
+            description: spec.description.into(),
+        }
+    }
 }

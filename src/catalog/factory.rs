@@ -51,6 +51,16 @@ impl OptionSpec {
     }
 }
 
+/// Options every catalog type accepts, as in Flink.
+pub static COMMON_OPTIONS: &[OptionSpec] = &[
+    OptionSpec::required(TYPE_KEY, "Selects the catalog type."),
+    OptionSpec::optional(
+        PROPERTY_VERSION_KEY,
+        None,
+        "Accepted for compatibility with Flink; ignored.",
+    ),
+];
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {
     #[error("Catalog options do not contain an option key 'type' for discovering a catalog.")]
@@ -92,8 +102,17 @@ pub trait CatalogFactory: Send + Sync {
     /// The value of `type` that selects this factory.
     fn identifier(&self) -> &'static str;
     fn description(&self) -> &'static str;
-    /// Options besides `type` and `property-version`.
+    /// Options besides [`COMMON_OPTIONS`].
     fn options(&self) -> &'static [OptionSpec];
+
+    /// Every option this type accepts: the common ones, then its own.
+    fn all_options(&self) -> Vec<OptionSpec> {
+        COMMON_OPTIONS
+            .iter()
+            .chain(self.options())
+            .copied()
+            .collect()
+    }
     /// Checks beyond presence: formats, combinations. Runs after the generic checks.
     fn validate(&self, _options: &CatalogOptions) -> Result<(), ValidationError> {
         Ok(())
@@ -140,7 +159,7 @@ impl FactoryRegistry {
                     identifier: identifier.to_owned(),
                     available: self.factories.keys().map(|k| k.to_string()).collect(),
                 })?;
-        let specs = factory.options();
+        let specs = factory.all_options();
         let missing: Vec<String> = specs
             .iter()
             .filter(|s| s.required && options.get(s.key).is_none())
@@ -149,11 +168,7 @@ impl FactoryRegistry {
         if !missing.is_empty() {
             return Err(ValidationError::MissingOptions { missing });
         }
-        let supported: BTreeSet<&str> = specs
-            .iter()
-            .map(|s| s.key)
-            .chain([TYPE_KEY, PROPERTY_VERSION_KEY])
-            .collect();
+        let supported: BTreeSet<&str> = specs.iter().map(|s| s.key).collect();
         let unsupported: Vec<String> = options
             .keys()
             .filter(|k| !supported.contains(k))

@@ -332,3 +332,38 @@ async fn an_in_memory_catalog_has_its_default_database() {
         .await
         .assert_problem(404, "DATABASE_NOT_FOUND");
 }
+
+#[tokio::test]
+async fn browsing_reuses_the_live_catalogs_connections_instead_of_reconnecting() {
+    let Some(pg) = TestPostgres::create().await else {
+        return;
+    };
+    pg.execute("CREATE TABLE t (x INT)").await;
+    let app = TestApp::spawn().await;
+    app.register("pg", postgres_options(&pg)).await;
+    let path = format!("/v1/catalogs/pg/databases/{}/tables/t", pg.database);
+    let mut observer = pg.connect().await;
+    let mut backends = std::collections::BTreeSet::new();
+
+    for _ in 0..30 {
+        assert_eq!(app.get(&path).await.status, 200);
+        let pids: Vec<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = 'ctasd'",
+        )
+        .bind(&pg.database)
+        .fetch_all(&mut observer)
+        .await
+        .unwrap();
+        backends.extend(pids);
+    }
+
+    assert!(
+        !backends.is_empty(),
+        "the pool keeps its connections open between requests"
+    );
+    assert!(
+        backends.len() <= 4,
+        "30 requests used {} server connections; the pool holds at most 4",
+        backends.len()
+    );
+}

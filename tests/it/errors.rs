@@ -155,3 +155,21 @@ async fn every_response_carries_a_request_id() {
         .unwrap();
     assert_eq!(echoed.headers()["x-request-id"], "abc-123");
 }
+
+#[tokio::test]
+async fn a_request_that_outlives_the_time_limit_is_a_408() {
+    // With no time at all, any request that has to wait for I/O runs out.
+    let app = TestApp::spawn_with_settings(|s| s.request_timeout_secs = 0).await;
+    let warehouse = app.scratch("w");
+
+    let reply = app
+        .register("fs", json!({"type": "filesystem", "path": warehouse}))
+        .await;
+
+    reply.assert_problem(408, "REQUEST_TIMEOUT");
+    assert_eq!(
+        app.get("/healthz").await.status,
+        200,
+        "requests that need no waiting still complete"
+    );
+}
