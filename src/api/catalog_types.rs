@@ -39,6 +39,15 @@ pub struct CatalogType {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"catalog_types": [{
+    "type": "filesystem",
+    "description": "Tables as directories of data files under a warehouse directory.",
+    "options": [
+        {"key": "type", "required": true, "sensitive": false, "default": null, "description": "Selects the catalog type."},
+        {"key": "path", "required": true, "sensitive": false, "default": null,
+         "description": "Absolute path of the warehouse directory; it must exist and be writable."}
+    ]
+}]}))]
 pub struct CatalogTypeList {
     pub catalog_types: Vec<CatalogType>,
 }

@@ -111,6 +111,17 @@ impl From<&CatalogRecord> for Catalog {
 
 /// One page of catalogs, ordered by name.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "catalogs": [{
+        "name": "mem",
+        "type": "generic_in_memory",
+        "options": {"type": "generic_in_memory"},
+        "comment": null,
+        "created_at": "2026-12-02T12:00:00Z",
+        "updated_at": "2026-12-02T12:00:00Z"
+    }],
+    "next_page_token": "YzE6bWVt"
+}))]
 pub struct CatalogPage {
     pub catalogs: Vec<Catalog>,
     /// Pass as `page_token` to get the next page; absent on the last page.
@@ -255,6 +266,7 @@ fn created(record: &CatalogRecord) -> Response {
                 "errors": [{"field": "options.base-url", "message": "required option is missing"}]
             })),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn register_catalog(
@@ -314,6 +326,7 @@ async fn register_catalog(
         (status = 200, description = "One page of catalogs", body = CatalogPage),
         (status = 400, description = "`QUERY_INVALID` or `PAGE_TOKEN_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_catalogs(
@@ -392,6 +405,7 @@ fn decode_page_token(token: &str) -> Result<CatalogName, ApiError> {
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_catalog(
@@ -415,9 +429,11 @@ async fn get_catalog(
         (status = 400, description = "Malformed JSON or `NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_MODIFIED`: altered by another request meanwhile", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`CATALOG_TYPE_IMMUTABLE`, invalid options, or `CATALOG_OPEN_FAILED`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn alter_catalog(
@@ -460,6 +476,7 @@ async fn alter_catalog(
         (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn drop_catalog(
@@ -501,8 +518,11 @@ async fn live_catalog(
     params(("catalog" = String, Path, description = "Catalog name")),
     responses(
         (status = 200, description = "Databases, by name", body = DatabaseList),
+        (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`: the external system failed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_databases(
@@ -536,6 +556,8 @@ async fn list_databases(
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND` or `DATABASE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_tables(
@@ -570,6 +592,8 @@ async fn list_tables(
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND` or `TABLE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_table(
