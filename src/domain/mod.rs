@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod name;
 pub mod options;
+pub mod table;
 pub mod types;
 
 pub use catalog::{CatalogAlteration, CatalogDescriptor, CatalogRecord};
