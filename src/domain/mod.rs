@@ -3,6 +3,7 @@
 //! passed validation.
 
 pub mod catalog;
+pub mod job;
 pub mod name;
 pub mod options;
 pub mod table;
