@@ -6,6 +6,7 @@
 //! [`live`] keeps opened catalogs, with their connection pools, between requests.
 //! Nothing here knows about HTTP or the store.
 
+pub mod dialect;
 pub mod factory;
 pub mod filesystem;
 pub mod jdbc;

@@ -6,6 +6,7 @@
 mod browse;
 mod catalogs;
 mod cli;
+mod ddl;
 mod errors;
 mod helpers;
 mod openapi;
