@@ -355,6 +355,24 @@ impl From<CatalogError> for ApiError {
                 "Table not found",
                 detail,
             ),
+            CatalogError::TableExists { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "TABLE_EXISTS",
+                "Table already exists",
+                detail,
+            ),
+            CatalogError::StagingMissing { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "STAGING_MISSING",
+                "Staging missing",
+                detail,
+            ),
+            CatalogError::Unsupported(_) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "TABLE_UNSUPPORTED",
+                "Table not supported",
+                detail,
+            ),
             CatalogError::Unavailable(_) => Self::new(
                 StatusCode::BAD_GATEWAY,
                 "CATALOG_UNAVAILABLE",

@@ -19,9 +19,16 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
 
+use super::dialect::Dialect;
 use super::factory::{CatalogFactory, OptionSpec, ValidationError};
-use super::{Catalog, CatalogError, ColumnInfo, TableInfo};
+use super::{
+    Catalog, CatalogError, ColumnInfo, CommitOutcome, Publish, Staging, TableInfo, staging_missing,
+    table_exists_error, table_not_found,
+};
 use crate::domain::{CatalogOptions, ObjectName};
+
+/// Tables ctasd makes for itself start with this; browsing hides them.
+const HIDDEN_PREFIX: &str = "__ctasd_";
 
 /// How long opening a connection may take before the catalog is reported unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -313,6 +320,113 @@ impl JdbcCatalog {
     }
 }
 
+fn staging_table(staging: &Staging) -> String {
+    format!("{HIDDEN_PREFIX}stg_{}", staging.key.as_str())
+}
+
+fn old_table(staging: &Staging) -> String {
+    format!("{HIDDEN_PREFIX}old_{}", staging.key.as_str())
+}
+
+fn is_already_exists(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.message().contains("already exists"))
+}
+
+impl JdbcCatalog {
+    fn dialect(&self) -> Dialect {
+        match self.url {
+            JdbcUrl::Postgres { .. } => Dialect::Postgres,
+            JdbcUrl::MySql { .. } => Dialect::MySql,
+            JdbcUrl::Sqlite { .. } => Dialect::Sqlite,
+        }
+    }
+
+    /// A table name as DDL names it: MySQL's connection serves every database,
+    /// so the name is qualified; PostgreSQL and SQLite pools are per database.
+    fn qualified(&self, database: &str, table: &str) -> Result<String, CatalogError> {
+        let dialect = self.dialect();
+        let quote = |name| {
+            dialect
+                .quote(name)
+                .map_err(|e| CatalogError::Unsupported(e.to_string()))
+        };
+        Ok(match dialect {
+            Dialect::MySql => format!("{}.{}", quote(database)?, quote(table)?),
+            Dialect::Postgres | Dialect::Sqlite => quote(table)?,
+        })
+    }
+
+    fn create_ddl(&self, staging: &Staging, table: &str) -> Result<String, CatalogError> {
+        let name = self.qualified(&staging.database, table)?;
+        self.dialect()
+            .create_table(&name, &staging.definition)
+            .map_err(|e| CatalogError::Unsupported(e.to_string()))
+    }
+
+    async fn exists(&self, database: &str, table: &str) -> Result<bool, CatalogError> {
+        let count: Result<i64, sqlx::Error> = match self.pool(database).await {
+            DialectPool::Postgres(pool) => {
+                sqlx::query_scalar(
+                    "SELECT count(*) FROM information_schema.tables \
+                     WHERE table_schema = current_schema() AND table_name = $1",
+                )
+                .bind(table)
+                .fetch_one(&pool)
+                .await
+            }
+            DialectPool::MySql(pool) => {
+                sqlx::query_scalar("SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?")
+                    .bind(database)
+                    .bind(table)
+                    .fetch_one(&pool)
+                    .await
+            }
+            DialectPool::Sqlite(pool) => {
+                sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1")
+                    .bind(table)
+                    .fetch_one(&pool)
+                    .await
+            }
+        };
+        count.map(|n| n > 0).map_err(|e| self.unavailable(e))
+    }
+
+    /// Runs generated DDL (every name in it quoted by [`Dialect::quote`]). On
+    /// PostgreSQL and SQLite the statements form one transaction; MySQL
+    /// commits each DDL statement by itself, so its callers pass statements
+    /// that are atomic on their own.
+    async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
+        match self.pool(database).await {
+            DialectPool::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                for sql in statements {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            }
+            DialectPool::Sqlite(pool) => {
+                let mut tx = pool.begin().await?;
+                for sql in statements {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            }
+            DialectPool::MySql(pool) => {
+                for sql in statements {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                        .execute(&pool)
+                        .await?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 fn target(url: &JdbcUrl, database: &str) -> String {
     match url {
         JdbcUrl::Postgres { host, port } => {
@@ -406,7 +520,11 @@ impl Catalog for JdbcCatalog {
                 .await
             }
         };
-        tables.map_err(|e| self.unavailable(e))
+        let tables: Vec<String> = tables.map_err(|e| self.unavailable(e))?;
+        Ok(tables
+            .into_iter()
+            .filter(|t| !t.starts_with(HIDDEN_PREFIX))
+            .collect())
     }
 
     async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError> {
@@ -465,6 +583,111 @@ impl Catalog for JdbcCatalog {
             name: table.into(),
             columns,
         })
+    }
+
+    async fn table_exists(&self, database: &str, table: &str) -> Result<bool, CatalogError> {
+        self.ensure_database(database).await?;
+        self.exists(database, table).await
+    }
+
+    async fn create_table(&self, staging: &Staging) -> Result<bool, CatalogError> {
+        self.ensure_database(&staging.database).await?;
+        if self.exists(&staging.database, &staging.table).await? {
+            return Ok(false);
+        }
+        let ddl = self.create_ddl(staging, &staging.table)?;
+        match self.run(&staging.database, &[ddl]).await {
+            Err(e) if is_already_exists(&e) => Ok(false),
+            other => other.map(|()| true).map_err(|e| self.unavailable(e)),
+        }
+    }
+
+    async fn begin(&self, staging: &Staging) -> Result<(), CatalogError> {
+        self.ensure_database(&staging.database).await?;
+        let ddl = self.create_ddl(staging, &staging_table(staging))?.replacen(
+            "CREATE TABLE",
+            "CREATE TABLE IF NOT EXISTS",
+            1,
+        );
+        self.run(&staging.database, &[ddl])
+            .await
+            .map_err(|e| self.unavailable(e))
+    }
+
+    async fn commit(
+        &self,
+        staging: &Staging,
+        publish: Publish,
+    ) -> Result<CommitOutcome, CatalogError> {
+        let database = staging.database.as_str();
+        self.ensure_database(database).await?;
+        let (staged_name, old_name) = (staging_table(staging), old_table(staging));
+        let target_exists = self.exists(database, &staging.table).await?;
+        if !self.exists(database, &staged_name).await? {
+            // Published already, perhaps by a run that crashed before it could
+            // record so; a MySQL swap may have left the replaced table behind.
+            if self.exists(database, &old_name).await? {
+                let drop = format!(
+                    "DROP TABLE IF EXISTS {}",
+                    self.qualified(database, &old_name)?
+                );
+                self.run(database, &[drop])
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+            }
+            return if target_exists {
+                Ok(CommitOutcome::AlreadyCommitted)
+            } else {
+                Err(staging_missing(staging))
+            };
+        }
+        let staged = self.qualified(database, &staged_name)?;
+        let target = self.qualified(database, &staging.table)?;
+        let renamed = self
+            .dialect()
+            .quote(&staging.table)
+            .map_err(|e| CatalogError::Unsupported(e.to_string()))?;
+        let statements = match (publish, target_exists, self.dialect()) {
+            (Publish::Create, true, _) => return Err(table_exists_error(staging)),
+            (Publish::Replace, false, _) => return Err(table_not_found(staging)),
+            (Publish::Create, false, Dialect::MySql) => {
+                vec![format!("RENAME TABLE {staged} TO {target}")]
+            }
+            (Publish::Create, false, _) => {
+                vec![format!("ALTER TABLE {staged} RENAME TO {renamed}")]
+            }
+            // One statement swaps both names atomically; the old table is dropped after.
+            (Publish::Replace, true, Dialect::MySql) => {
+                let old = self.qualified(database, &old_name)?;
+                vec![
+                    format!("RENAME TABLE {target} TO {old}, {staged} TO {target}"),
+                    format!("DROP TABLE {old}"),
+                ]
+            }
+            // Transactional DDL: readers see the old rows until the commit.
+            (Publish::Replace, true, _) => {
+                vec![
+                    format!("DROP TABLE {target}"),
+                    format!("ALTER TABLE {staged} RENAME TO {renamed}"),
+                ]
+            }
+        };
+        match self.run(database, &statements).await {
+            Ok(()) => Ok(CommitOutcome::Committed),
+            Err(e) if is_already_exists(&e) => Err(table_exists_error(staging)),
+            Err(e) => Err(self.unavailable(e)),
+        }
+    }
+
+    async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {
+        self.ensure_database(&staging.database).await?;
+        let drop = format!(
+            "DROP TABLE IF EXISTS {}",
+            self.qualified(&staging.database, &staging_table(staging))?
+        );
+        self.run(&staging.database, &[drop])
+            .await
+            .map_err(|e| self.unavailable(e))
     }
 
     async fn close(&self) {

@@ -1,13 +1,17 @@
 //! `generic_in_memory`: tables that live in this process, lost on restart, as
-//! in Flink's `GenericInMemoryCatalog`.
+//! in Flink's `GenericInMemoryCatalog`. Staged tables are kept apart from the
+//! visible ones and moved over on commit under one lock.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 
 use super::factory::{CatalogFactory, OptionSpec};
-use super::{Catalog, CatalogError, TableInfo};
+use super::{
+    Catalog, CatalogError, CommitOutcome, Publish, Staging, TableInfo, defined_table,
+    staging_missing, table_exists_error, table_not_found,
+};
 use crate::domain::CatalogOptions;
 
 const DEFAULT_DATABASE: &str = "default";
@@ -42,24 +46,54 @@ impl CatalogFactory for MemoryCatalogFactory {
         let databases = BTreeMap::from([(default_database.clone(), BTreeMap::new())]);
         Ok(Arc::new(MemoryCatalog {
             default_database,
-            databases: RwLock::new(databases),
+            state: RwLock::new(State {
+                databases,
+                staged: BTreeMap::new(),
+            }),
         }))
     }
 }
 
 pub struct MemoryCatalog {
     default_database: String,
-    databases: RwLock<BTreeMap<String, BTreeMap<String, TableInfo>>>,
+    state: RwLock<State>,
+}
+
+/// Visible tables by database, and staged (invisible) tables by staging key.
+struct State {
+    databases: BTreeMap<String, BTreeMap<String, TableInfo>>,
+    staged: BTreeMap<String, TableInfo>,
+}
+
+impl State {
+    fn tables(&self, database: &str) -> Result<&BTreeMap<String, TableInfo>, CatalogError> {
+        self.databases
+            .get(database)
+            .ok_or_else(|| CatalogError::DatabaseNotFound(database.to_owned()))
+    }
+
+    fn tables_mut(
+        &mut self,
+        database: &str,
+    ) -> Result<&mut BTreeMap<String, TableInfo>, CatalogError> {
+        self.databases
+            .get_mut(database)
+            .ok_or_else(|| CatalogError::DatabaseNotFound(database.to_owned()))
+    }
 }
 
 impl MemoryCatalog {
-    fn read(
-        &self,
-    ) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, BTreeMap<String, TableInfo>>> {
-        // A panic while holding the lock cannot leave a half-written map: every
-        // write is a single insert, so a poisoned lock is still consistent.
-        self.databases
+    // Every change is made under one write guard with no fallible step after
+    // the first mutation, so a lock poisoned by a panic is still consistent.
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state
             .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state
+            .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
@@ -71,29 +105,82 @@ impl Catalog for MemoryCatalog {
     }
 
     async fn list_databases(&self) -> Result<Vec<String>, CatalogError> {
-        Ok(self.read().keys().cloned().collect())
+        Ok(self.read().databases.keys().cloned().collect())
     }
 
     async fn list_tables(&self, database: &str) -> Result<Vec<String>, CatalogError> {
-        let databases = self.read();
-        let tables = databases
-            .get(database)
-            .ok_or_else(|| CatalogError::DatabaseNotFound(database.to_owned()))?;
-        Ok(tables.keys().cloned().collect())
+        Ok(self.read().tables(database)?.keys().cloned().collect())
     }
 
     async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError> {
-        let databases = self.read();
-        let tables = databases
-            .get(database)
-            .ok_or_else(|| CatalogError::DatabaseNotFound(database.to_owned()))?;
-        tables
+        self.read()
+            .tables(database)?
             .get(table)
             .cloned()
             .ok_or_else(|| CatalogError::TableNotFound {
                 database: database.to_owned(),
                 table: table.to_owned(),
             })
+    }
+
+    async fn table_exists(&self, database: &str, table: &str) -> Result<bool, CatalogError> {
+        Ok(self.read().tables(database)?.contains_key(table))
+    }
+
+    async fn create_table(&self, staging: &Staging) -> Result<bool, CatalogError> {
+        let mut state = self.write();
+        let tables = state.tables_mut(&staging.database)?;
+        if tables.contains_key(&staging.table) {
+            return Ok(false);
+        }
+        tables.insert(staging.table.clone(), defined_table(staging));
+        Ok(true)
+    }
+
+    async fn begin(&self, staging: &Staging) -> Result<(), CatalogError> {
+        let mut state = self.write();
+        state.tables(&staging.database)?;
+        state
+            .staged
+            .entry(staging.key.as_str().to_owned())
+            .or_insert_with(|| defined_table(staging));
+        Ok(())
+    }
+
+    async fn commit(
+        &self,
+        staging: &Staging,
+        publish: Publish,
+    ) -> Result<CommitOutcome, CatalogError> {
+        let mut state = self.write();
+        let exists = state
+            .tables(&staging.database)?
+            .contains_key(&staging.table);
+        if !state.staged.contains_key(staging.key.as_str()) {
+            return if exists {
+                Ok(CommitOutcome::AlreadyCommitted)
+            } else {
+                Err(staging_missing(staging))
+            };
+        }
+        match (publish, exists) {
+            (Publish::Create, true) => return Err(table_exists_error(staging)),
+            (Publish::Replace, false) => return Err(table_not_found(staging)),
+            _ => {}
+        }
+        let staged = state
+            .staged
+            .remove(staging.key.as_str())
+            .expect("checked above");
+        state
+            .tables_mut(&staging.database)?
+            .insert(staging.table.clone(), staged);
+        Ok(CommitOutcome::Committed)
+    }
+
+    async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {
+        self.write().staged.remove(staging.key.as_str());
+        Ok(())
     }
 
     async fn close(&self) {}

@@ -18,6 +18,8 @@ use async_trait::async_trait;
 pub use factory::{FactoryRegistry, OpenError, OptionSpec, ValidationError};
 pub use live::LiveCatalogs;
 
+use crate::domain::table::TableDefinition;
+
 /// One column as the external system reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnInfo {
@@ -34,12 +36,62 @@ pub struct TableInfo {
     pub columns: Vec<ColumnInfo>,
 }
 
+/// Names a hook's staging: the job id (32 hex digits) and the hook's index.
+/// Staging tables and directories are named after it, so they are found
+/// again after a crash and can never clash with a user's table (`_` prefix,
+/// hidden from browsing).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StagingKey(String);
+
+impl StagingKey {
+    pub fn new(job_id: &str, hook_index: u32) -> Option<Self> {
+        let hex = job_id.len() == 32 && job_id.bytes().all(|b| b.is_ascii_hexdigit());
+        hex.then(|| Self(format!("{}_{hook_index}", job_id.to_ascii_lowercase())))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A hook's target and its staging.
+#[derive(Debug, Clone)]
+pub struct Staging {
+    pub key: StagingKey,
+    pub database: String,
+    pub table: String,
+    pub definition: TableDefinition,
+}
+
+/// How a commit publishes the staging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publish {
+    /// The target must not exist.
+    Create,
+    /// The target must exist; old and new are swapped atomically.
+    Replace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    Committed,
+    /// The world already showed this staging published (a retry after a crash).
+    AlreadyCommitted,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {
     #[error("database '{0}' does not exist in this catalog")]
     DatabaseNotFound(String),
     #[error("table '{database}.{table}' does not exist in this catalog")]
     TableNotFound { database: String, table: String },
+    #[error("table '{database}.{table}' already exists")]
+    TableExists { database: String, table: String },
+    #[error("the staging of '{database}.{table}' is gone and the table was not published")]
+    StagingMissing { database: String, table: String },
+    /// The definition cannot be created here (a type the system cannot hold).
+    #[error("{0}")]
+    Unsupported(String),
     /// The system could not be reached or failed; the text is already redacted.
     #[error("{0}")]
     Unavailable(String),
@@ -53,6 +105,70 @@ pub trait Catalog: Send + Sync {
     async fn list_databases(&self) -> Result<Vec<String>, CatalogError>;
     async fn list_tables(&self, database: &str) -> Result<Vec<String>, CatalogError>;
     async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError>;
+    async fn table_exists(&self, database: &str, table: &str) -> Result<bool, CatalogError>;
+
+    /// Streaming: create the target, visible at once. `Ok(false)` when it
+    /// already exists (a repeated `CREATED`).
+    async fn create_table(&self, staging: &Staging) -> Result<bool, CatalogError>;
+
+    /// Batch: create the hidden staging with the table's schema; idempotent.
+    async fn begin(&self, staging: &Staging) -> Result<(), CatalogError>;
+
+    /// Batch: publish the staging as the target in one atomic step.
+    /// Idempotent: a staging already published answers `AlreadyCommitted`.
+    async fn commit(
+        &self,
+        staging: &Staging,
+        publish: Publish,
+    ) -> Result<CommitOutcome, CatalogError>;
+
+    /// Batch: remove the staging's data and metadata; the target is
+    /// untouched. Idempotent.
+    async fn abort(&self, staging: &Staging) -> Result<(), CatalogError>;
+
     /// Release connections; called when the catalog is altered or dropped.
     async fn close(&self);
+}
+
+pub(crate) fn table_exists_error(staging: &Staging) -> CatalogError {
+    CatalogError::TableExists {
+        database: staging.database.clone(),
+        table: staging.table.clone(),
+    }
+}
+
+pub(crate) fn table_not_found(staging: &Staging) -> CatalogError {
+    CatalogError::TableNotFound {
+        database: staging.database.clone(),
+        table: staging.table.clone(),
+    }
+}
+
+pub(crate) fn staging_missing(staging: &Staging) -> CatalogError {
+    CatalogError::StagingMissing {
+        database: staging.database.clone(),
+        table: staging.table.clone(),
+    }
+}
+
+/// The physical columns of the staging's definition, as browsing shows them.
+pub(crate) fn defined_table(staging: &Staging) -> TableInfo {
+    let columns = staging
+        .definition
+        .columns
+        .iter()
+        .filter(|c| c.is_physical())
+        .map(|c| ColumnInfo {
+            name: c.name.clone(),
+            data_type: c.data_type.clone(),
+            nullable: crate::domain::types::DataType::parse(&c.data_type)
+                .map(|t| t.nullable)
+                .unwrap_or(true),
+        })
+        .collect();
+    TableInfo {
+        database: staging.database.clone(),
+        name: staging.table.clone(),
+        columns,
+    }
 }

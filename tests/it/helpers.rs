@@ -168,9 +168,13 @@ impl TestMysql {
         })
     }
 
-    pub async fn execute(&self, sql: &str) {
+    pub async fn connect(&self) -> sqlx::MySqlConnection {
         let url = with_database(&self.admin_url, &self.database);
-        let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        sqlx::MySqlConnection::connect(&url).await.unwrap()
+    }
+
+    pub async fn execute(&self, sql: &str) {
+        let mut conn = self.connect().await;
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
             .execute(&mut conn)
             .await

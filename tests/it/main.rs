@@ -12,4 +12,5 @@ mod helpers;
 mod openapi;
 mod restart;
 mod secrets;
+mod staging;
 mod store;

@@ -1,0 +1,371 @@
+//! Staging and atomic publication in every catalog type, checked in the
+//! external system: rows written into the staging appear in the target on
+//! commit and nowhere on abort; commits and aborts are idempotent.
+
+use std::sync::Arc;
+
+use ctasd::catalog::{
+    Catalog, CatalogError, CommitOutcome, FactoryRegistry, Publish, Staging, StagingKey,
+};
+use ctasd::domain::table::TableDefinition;
+use ctasd::domain::{CatalogName, CatalogOptions};
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+use crate::helpers::{
+    TestMysql, TestPostgres, mysql_options, mysql_url, postgres_options, postgres_url,
+    sqlite_database,
+};
+
+async fn open(options: Value) -> Arc<dyn Catalog> {
+    let options: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(options).unwrap();
+    FactoryRegistry::builtin()
+        .open(
+            &CatalogName::parse("t").unwrap(),
+            &CatalogOptions::new(options).unwrap(),
+        )
+        .await
+        .unwrap()
+}
+
+fn staging(database: &str, table: &str) -> Staging {
+    let job = uuid::Uuid::new_v4().simple().to_string();
+    let definition: TableDefinition = serde_json::from_value(json!({
+        "columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "note", "type": "VARCHAR(20)"}]
+    }))
+    .unwrap();
+    Staging {
+        key: StagingKey::new(&job, 0).unwrap(),
+        database: database.into(),
+        table: table.into(),
+        definition,
+    }
+}
+
+/// The external system, seen the way an engine and a reader see it.
+enum World {
+    Postgres(TestPostgres),
+    Mysql(TestMysql),
+    Sqlite(tempfile::TempDir),
+    Files(tempfile::TempDir),
+}
+
+impl World {
+    fn staging_name(&self, staging: &Staging) -> String {
+        match self {
+            World::Files(_) => format!("_ctasd_stg_{}", staging.key.as_str()),
+            _ => format!("__ctasd_stg_{}", staging.key.as_str()),
+        }
+    }
+
+    /// Writes rows as an engine would; `None` when the table is missing.
+    async fn insert(&self, table: &str, ids: &[i64]) {
+        let values: Vec<String> = ids.iter().map(|id| format!("({id}, 'n{id}')")).collect();
+        match self {
+            World::Postgres(pg) => {
+                pg.execute(&format!(
+                    "INSERT INTO \"{table}\" VALUES {}",
+                    values.join(", ")
+                ))
+                .await
+            }
+            World::Mysql(my) => {
+                my.execute(&format!(
+                    "INSERT INTO `{table}` VALUES {}",
+                    values.join(", ")
+                ))
+                .await
+            }
+            World::Sqlite(dir) => {
+                sqlite_database(
+                    dir.path(),
+                    "main",
+                    &format!("INSERT INTO \"{table}\" VALUES {}", values.join(", ")),
+                )
+                .await
+            }
+            World::Files(root) => {
+                for id in ids {
+                    std::fs::write(
+                        root.path()
+                            .join("db")
+                            .join(table)
+                            .join(format!("part-{id}")),
+                        b"row",
+                    )
+                    .unwrap();
+                }
+            }
+        }
+    }
+
+    /// The ids a reader sees in `table`, or `None` when it does not exist.
+    async fn ids(&self, table: &str) -> Option<Vec<i64>> {
+        let sql = format!(
+            "SELECT id FROM {} ORDER BY id",
+            match self {
+                World::Mysql(_) => format!("`{table}`"),
+                _ => format!("\"{table}\""),
+            }
+        );
+        let result: Result<Vec<i64>, sqlx::Error> = match self {
+            World::Postgres(pg) => {
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(&mut pg.connect().await)
+                    .await
+            }
+            World::Mysql(my) => {
+                let mut conn = my.connect().await;
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(&mut conn)
+                    .await
+            }
+            World::Sqlite(dir) => {
+                let mut conn = sqlx::SqliteConnection::connect(&format!(
+                    "sqlite://{}",
+                    dir.path().join("main.db").display()
+                ))
+                .await
+                .unwrap();
+                sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(&mut conn)
+                    .await
+            }
+            World::Files(root) => {
+                let dir = root.path().join("db").join(table);
+                let entries = std::fs::read_dir(&dir).ok()?;
+                let mut ids: Vec<i64> = entries
+                    .filter_map(|e| {
+                        e.ok()?
+                            .file_name()
+                            .to_str()?
+                            .strip_prefix("part-")?
+                            .parse()
+                            .ok()
+                    })
+                    .collect();
+                ids.sort();
+                return Some(ids);
+            }
+        };
+        match result {
+            Ok(ids) => Some(ids),
+            Err(sqlx::Error::Database(e))
+                if e.message().contains("exist") || e.message().contains("no such table") =>
+            {
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// A catalog on each available system, with database `db` (`main` for SQLite).
+async fn worlds() -> Vec<(World, Arc<dyn Catalog>, String)> {
+    let mut worlds = Vec::new();
+    if let Some(pg) = TestPostgres::create().await {
+        let catalog = open(postgres_options(&pg)).await;
+        let database = pg.database.clone();
+        worlds.push((World::Postgres(pg), catalog, database));
+    }
+    if let Some(my) = TestMysql::create().await {
+        let catalog = open(mysql_options(&my)).await;
+        let database = my.database.clone();
+        worlds.push((World::Mysql(my), catalog, database));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    sqlite_database(dir.path(), "main", "SELECT 1").await;
+    let url = format!("jdbc:sqlite:{}", dir.path().display());
+    let lite = open(json!({"type": "jdbc", "base-url": url, "default-database": "main"})).await;
+    worlds.push((World::Sqlite(dir), lite, "main".into()));
+    let root = tempfile::tempdir().unwrap();
+    let files =
+        open(json!({"type": "filesystem", "path": root.path(), "default-database": "db"})).await;
+    worlds.push((World::Files(root), files, "db".into()));
+    let expected = 2 + usize::from(postgres_url().is_some()) + usize::from(mysql_url().is_some());
+    assert_eq!(
+        worlds.len(),
+        expected,
+        "every configured system is exercised"
+    );
+    worlds
+}
+
+#[tokio::test]
+async fn a_batch_commit_publishes_exactly_the_staged_rows_once() {
+    for (world, catalog, database) in worlds().await {
+        let staging = staging(&database, "orders");
+
+        catalog.begin(&staging).await.unwrap();
+        catalog.begin(&staging).await.unwrap();
+        assert_eq!(
+            world.ids("orders").await,
+            None,
+            "the target is not visible before the commit"
+        );
+        assert!(
+            !catalog
+                .list_tables(&database)
+                .await
+                .unwrap()
+                .iter()
+                .any(|t| t.contains("ctasd")),
+            "staging is hidden"
+        );
+        world
+            .insert(&world.staging_name(&staging), &[1, 2, 3])
+            .await;
+
+        let first = catalog.commit(&staging, Publish::Create).await.unwrap();
+        let second = catalog.commit(&staging, Publish::Create).await.unwrap();
+
+        assert_eq!(first, CommitOutcome::Committed);
+        assert_eq!(second, CommitOutcome::AlreadyCommitted);
+        assert_eq!(world.ids("orders").await, Some(vec![1, 2, 3]));
+        assert_eq!(
+            world.ids(&world.staging_name(&staging)).await,
+            None,
+            "the staging is gone"
+        );
+        assert_eq!(catalog.list_tables(&database).await.unwrap(), ["orders"]);
+    }
+}
+
+#[tokio::test]
+async fn an_abort_removes_the_staging_and_leaves_no_target() {
+    for (world, catalog, database) in worlds().await {
+        let staging = staging(&database, "orders");
+        catalog.begin(&staging).await.unwrap();
+        world.insert(&world.staging_name(&staging), &[1]).await;
+
+        catalog.abort(&staging).await.unwrap();
+        catalog.abort(&staging).await.unwrap();
+
+        assert_eq!(world.ids(&world.staging_name(&staging)).await, None);
+        assert_eq!(world.ids("orders").await, None);
+        let late = catalog.commit(&staging, Publish::Create).await.unwrap_err();
+        assert!(
+            matches!(late, CatalogError::StagingMissing { .. }),
+            "{late}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_replacement_shows_old_rows_until_the_commit_and_only_new_rows_after() {
+    for (world, catalog, database) in worlds().await {
+        let existing = staging(&database, "orders");
+        assert!(catalog.create_table(&existing).await.unwrap());
+        world.insert("orders", &[1, 2]).await;
+        let replacement = staging(&database, "orders");
+        catalog.begin(&replacement).await.unwrap();
+        world
+            .insert(&world.staging_name(&replacement), &[7, 8, 9])
+            .await;
+        assert_eq!(
+            world.ids("orders").await,
+            Some(vec![1, 2]),
+            "readers see the old rows meanwhile"
+        );
+
+        let outcome = catalog
+            .commit(&replacement, Publish::Replace)
+            .await
+            .unwrap();
+
+        assert_eq!(outcome, CommitOutcome::Committed);
+        assert_eq!(world.ids("orders").await, Some(vec![7, 8, 9]));
+        let leftovers = [
+            world.staging_name(&replacement),
+            format!("__ctasd_old_{}", replacement.key.as_str()),
+        ];
+        for leftover in leftovers {
+            assert_eq!(
+                world.ids(&leftover).await,
+                None,
+                "{leftover} is left behind by the commit"
+            );
+        }
+        assert_eq!(
+            catalog
+                .commit(&replacement, Publish::Replace)
+                .await
+                .unwrap(),
+            CommitOutcome::AlreadyCommitted
+        );
+        assert_eq!(
+            world.ids("orders").await,
+            Some(vec![7, 8, 9]),
+            "a retried commit does not swap back"
+        );
+        assert_eq!(
+            catalog.list_tables(&database).await.unwrap(),
+            ["orders"],
+            "no staging or old table is left"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_target_created_by_someone_else_meanwhile_makes_the_commit_a_conflict() {
+    for (world, catalog, database) in worlds().await {
+        let staging = staging(&database, "orders");
+        catalog.begin(&staging).await.unwrap();
+        world.insert(&world.staging_name(&staging), &[1]).await;
+        let intruder = self::staging(&database, "orders");
+        catalog.create_table(&intruder).await.unwrap();
+        world.insert("orders", &[42]).await;
+
+        let conflict = catalog.commit(&staging, Publish::Create).await.unwrap_err();
+        catalog.abort(&staging).await.unwrap();
+
+        assert!(
+            matches!(conflict, CatalogError::TableExists { .. }),
+            "{conflict}"
+        );
+        assert_eq!(
+            world.ids("orders").await,
+            Some(vec![42]),
+            "the other table is untouched"
+        );
+        assert_eq!(world.ids(&world.staging_name(&staging)).await, None);
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_table_is_created_once_and_visible_at_once() {
+    for (world, catalog, database) in worlds().await {
+        let staging = staging(&database, "events");
+        assert!(catalog.create_table(&staging).await.unwrap());
+        assert!(
+            !catalog.create_table(&staging).await.unwrap(),
+            "a repeated CREATED creates nothing"
+        );
+        assert_eq!(world.ids("events").await, Some(vec![]));
+        assert!(catalog.table_exists(&database, "events").await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn an_in_memory_catalog_stages_invisibly_and_publishes_on_commit() {
+    let catalog = open(json!({"type": "generic_in_memory"})).await;
+    let staging = staging("default", "orders");
+    catalog.begin(&staging).await.unwrap();
+    assert!(catalog.list_tables("default").await.unwrap().is_empty());
+
+    assert_eq!(
+        catalog.commit(&staging, Publish::Create).await.unwrap(),
+        CommitOutcome::Committed
+    );
+    assert_eq!(
+        catalog.commit(&staging, Publish::Create).await.unwrap(),
+        CommitOutcome::AlreadyCommitted
+    );
+    let table = catalog.get_table("default", "orders").await.unwrap();
+    assert_eq!(table.columns.len(), 2);
+    let aborted = self::staging("default", "other");
+    catalog.begin(&aborted).await.unwrap();
+    catalog.abort(&aborted).await.unwrap();
+    assert_eq!(catalog.list_tables("default").await.unwrap(), ["orders"]);
+}
