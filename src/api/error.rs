@@ -222,6 +222,24 @@ impl From<StoreError> for ApiError {
                 detail,
             ),
             StoreError::CatalogNotFound(name) => Self::catalog_not_found(&name),
+            StoreError::JobExists(_) => Self::new(
+                StatusCode::CONFLICT,
+                "JOB_EXISTS",
+                "Job already exists",
+                detail,
+            ),
+            StoreError::JobNotFound(_) => Self::new(
+                StatusCode::NOT_FOUND,
+                "JOB_NOT_FOUND",
+                "Job not found",
+                detail,
+            ),
+            StoreError::Transition(_) => Self::new(
+                StatusCode::CONFLICT,
+                "TRANSITION_ILLEGAL",
+                "Illegal status transition",
+                detail,
+            ),
             StoreError::ConcurrentModification(_) => Self::new(
                 StatusCode::CONFLICT,
                 "CATALOG_MODIFIED",

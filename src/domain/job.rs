@@ -293,3 +293,102 @@ mod tests {
         }
     }
 }
+
+impl JobMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobMode::Streaming => "streaming",
+            JobMode::Batch => "batch",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [JobMode::Streaming, JobMode::Batch]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
+impl HookAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookAction::Begin => "begin",
+            HookAction::Create => "create",
+            HookAction::Commit => "commit",
+            HookAction::Abort => "abort",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            HookAction::Begin,
+            HookAction::Create,
+            HookAction::Commit,
+            HookAction::Abort,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
+    }
+}
+
+/// A job's id: 32 lowercase hex digits, as Flink's `JobID` prints.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("job id '{0}' is not 32 hexadecimal digits")]
+pub struct BadJobId(pub String);
+
+impl JobId {
+    pub fn parse(value: &str) -> Result<Self, BadJobId> {
+        if value.len() == 32 && value.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(Self(value.to_ascii_lowercase()))
+        } else {
+            Err(BadJobId(
+                value.chars().take(64).filter(|c| !c.is_control()).collect(),
+            ))
+        }
+    }
+
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a hook's action stands in the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionState {
+    /// Recorded, not yet done: runs now, or again after a failure or a crash.
+    Pending,
+    Done,
+    /// Gave up: the world refused it (e.g. a conflict at commit).
+    Failed,
+}
+
+impl ActionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionState::Pending => "pending",
+            ActionState::Done => "done",
+            ActionState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [ActionState::Pending, ActionState::Done, ActionState::Failed]
+            .into_iter()
+            .find(|a| a.as_str() == s)
+    }
+}

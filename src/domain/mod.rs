@@ -3,6 +3,7 @@
 //! passed validation.
 
 pub mod catalog;
+pub mod hook;
 pub mod job;
 pub mod name;
 pub mod options;

@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
+use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook};
+use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition, plan};
 use crate::domain::options::is_sensitive;
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord};
 
@@ -40,30 +42,13 @@ pub(crate) fn encode_options(options: &CatalogOptions, keyring: &Keyring) -> (St
 
 impl CatalogRow {
     pub fn decode(self, keyring: &Keyring) -> Result<CatalogRecord, StoreError> {
-        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
-            StoreError::Internal(format!(
-                "stored catalog '{}' has unreadable {what}: {e}",
-                self.name
-            ))
-        };
-        let mut options: BTreeMap<String, String> =
-            serde_json::from_str(&self.options).map_err(|e| corrupt("options", &e))?;
-        let sealed: BTreeMap<String, String> = serde_json::from_str(&self.sealed_options)
-            .map_err(|e| corrupt("sealed options", &e))?;
-        for (key, value) in sealed {
-            let plain = keyring
-                .open(&key, &value)
-                .map_err(|source| StoreError::Secret {
-                    catalog: self.name.clone(),
-                    source,
-                })?;
-            options.insert(key, plain);
-        }
-        let descriptor = CatalogDescriptor {
-            name: CatalogName::parse(&self.name).map_err(|e| corrupt("name", &e))?,
-            options: CatalogOptions::new(options).map_err(|e| corrupt("options", &e))?,
-            comment: self.comment,
-        };
+        let descriptor = decode_descriptor(
+            &self.name,
+            &self.options,
+            &self.sealed_options,
+            self.comment,
+            keyring,
+        )?;
         Ok(CatalogRecord {
             descriptor,
             version: self.version,
@@ -71,6 +56,39 @@ impl CatalogRow {
             updated_at: self.updated_at,
         })
     }
+}
+
+/// A catalog descriptor from its stored parts, secrets opened.
+pub(crate) fn decode_descriptor(
+    name: &str,
+    plain_json: &str,
+    sealed_json: &str,
+    comment: Option<String>,
+    keyring: &Keyring,
+) -> Result<CatalogDescriptor, StoreError> {
+    let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+        StoreError::Internal(format!(
+            "stored catalog '{name}' has unreadable {what}: {e}"
+        ))
+    };
+    let mut options: BTreeMap<String, String> =
+        serde_json::from_str(plain_json).map_err(|e| corrupt("options", &e))?;
+    let sealed: BTreeMap<String, String> =
+        serde_json::from_str(sealed_json).map_err(|e| corrupt("sealed options", &e))?;
+    for (key, value) in sealed {
+        let plain = keyring
+            .open(&key, &value)
+            .map_err(|source| StoreError::Secret {
+                catalog: name.to_owned(),
+                source,
+            })?;
+        options.insert(key, plain);
+    }
+    Ok(CatalogDescriptor {
+        name: CatalogName::parse(name).map_err(|e| corrupt("name", &e))?,
+        options: CatalogOptions::new(options).map_err(|e| corrupt("options", &e))?,
+        comment,
+    })
 }
 
 /// Counts applied migrations; the same SQL on both backends.
@@ -109,4 +127,167 @@ pub(crate) fn update_missed(name: &CatalogName, current: Option<CatalogRecord>) 
         Some(_) => StoreError::ConcurrentModification(name.to_string()),
         None => StoreError::CatalogNotFound(name.to_string()),
     }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct JobRow {
+    pub id: String,
+    pub name: String,
+    pub mode: String,
+    pub status: String,
+    pub statement: Option<String>,
+    pub failure: Option<String>,
+    pub fingerprint: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct HookRow {
+    pub hook_index: i64,
+    pub kind: String,
+    pub catalog: String,
+    pub database_name: String,
+    pub table_name: String,
+    pub if_not_exists: bool,
+    pub skipped: bool,
+    pub table_properties: String,
+    pub catalog_options: String,
+    pub catalog_sealed_options: String,
+    pub catalog_comment: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ActionRow {
+    pub id: i64,
+    pub job_id: String,
+    pub hook_index: i64,
+    pub action: String,
+    pub trigger: String,
+    pub state: String,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub outcome: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Internal(format!("stored {what} '{value}' is not readable"))
+}
+
+impl HookRow {
+    pub fn decode(self, keyring: &Keyring) -> Result<NewHook, StoreError> {
+        let catalog = decode_descriptor(
+            &self.catalog,
+            &self.catalog_options,
+            &self.catalog_sealed_options,
+            self.catalog_comment,
+            keyring,
+        )?;
+        Ok(NewHook {
+            kind: HookKind::parse(&self.kind).ok_or_else(|| corrupt("hook kind", &self.kind))?,
+            database: self.database_name,
+            table: self.table_name,
+            if_not_exists: self.if_not_exists,
+            skipped: self.skipped,
+            table_properties: serde_json::from_str(&self.table_properties)
+                .map_err(|_| corrupt("table properties of hook", &self.hook_index.to_string()))?,
+            catalog,
+        })
+    }
+}
+
+impl ActionRow {
+    pub fn decode(self) -> Result<ActionRecord, StoreError> {
+        Ok(ActionRecord {
+            id: self.id,
+            job_id: JobId::parse(&self.job_id).map_err(|_| corrupt("job id", &self.job_id))?,
+            hook_index: u32::try_from(self.hook_index)
+                .map_err(|_| corrupt("hook index", &self.hook_index.to_string()))?,
+            action: HookAction::parse(&self.action)
+                .ok_or_else(|| corrupt("action", &self.action))?,
+            trigger: self
+                .trigger
+                .parse()
+                .map_err(|_| corrupt("status", &self.trigger))?,
+            state: ActionState::parse(&self.state)
+                .ok_or_else(|| corrupt("action state", &self.state))?,
+            attempts: u32::try_from(self.attempts).unwrap_or(u32::MAX),
+            last_error: self.last_error,
+            outcome: self.outcome,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+impl JobRow {
+    pub fn decode(
+        self,
+        hooks: Vec<HookRow>,
+        actions: Vec<ActionRow>,
+        keyring: &Keyring,
+    ) -> Result<JobRecord, StoreError> {
+        Ok(JobRecord {
+            id: JobId::parse(&self.id).map_err(|_| corrupt("job id", &self.id))?,
+            name: self.name,
+            mode: JobMode::parse(&self.mode).ok_or_else(|| corrupt("job mode", &self.mode))?,
+            status: self
+                .status
+                .parse()
+                .map_err(|_| corrupt("status", &self.status))?,
+            statement: self.statement,
+            failure: self.failure,
+            fingerprint: self.fingerprint,
+            hooks: hooks
+                .into_iter()
+                .map(|h| h.decode(keyring))
+                .collect::<Result<_, _>>()?,
+            actions: actions
+                .into_iter()
+                .map(ActionRow::decode)
+                .collect::<Result<_, _>>()?,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// The actions a move to `to` records: one per hook that is not skipped,
+/// as the plan says for the job's mode.
+pub(crate) fn planned_actions(
+    mode: JobMode,
+    to: JobStatus,
+    hooks: &[(i64, bool)],
+) -> Vec<(i64, HookAction)> {
+    match plan(mode, to) {
+        None => Vec::new(),
+        Some(action) => hooks
+            .iter()
+            .filter(|(_, skipped)| !skipped)
+            .map(|(index, _)| (*index, action))
+            .collect(),
+    }
+}
+
+pub(crate) fn job_insert_failed(id: &JobId, error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::JobExists(id.to_string())
+        }
+        _ => StoreError::from_sqlx(error),
+    }
+}
+
+/// The next status of a job, or why it cannot move.
+pub(crate) fn check_transition(
+    id: &JobId,
+    current: &str,
+    to: JobStatus,
+) -> Result<Transition, StoreError> {
+    let current: JobStatus = current
+        .parse()
+        .map_err(|_| corrupt("status of job", id.as_str()))?;
+    current.transition_to(to).map_err(StoreError::Transition)
 }

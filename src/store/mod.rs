@@ -12,9 +12,12 @@ pub mod sqlite;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::domain::hook::{ActionRecord, ActionResult, JobRecord, NewJob};
+use crate::domain::job::{JobId, JobStatus, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 pub use secrets::Keyring;
 
@@ -26,6 +29,12 @@ pub enum StoreError {
     CatalogNotFound(String),
     #[error("catalog '{0}' was changed by another request meanwhile; read it again and retry")]
     ConcurrentModification(String),
+    #[error("job '{0}' already exists")]
+    JobExists(String),
+    #[error("job '{0}' does not exist")]
+    JobNotFound(String),
+    #[error(transparent)]
+    Transition(crate::domain::job::TransitionError),
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     #[error("the store is not ready: {0}")]
@@ -89,6 +98,33 @@ pub trait Store: Send + Sync {
 
     /// Whether a catalog was deleted.
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError>;
+
+    /// Fails with [`StoreError::JobExists`] when the id is taken.
+    async fn insert_job(&self, job: &NewJob) -> Result<JobRecord, StoreError>;
+
+    /// The job with its hooks and its whole action ledger, oldest first.
+    async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError>;
+
+    /// Moves the job to `to` and records the actions that the move implies,
+    /// in one transaction under the job's lock. Reporting the current status
+    /// changes nothing and answers [`Transition::Repeat`].
+    async fn transition_job(
+        &self,
+        id: &JobId,
+        to: JobStatus,
+        failure: Option<&str>,
+    ) -> Result<(JobRecord, Transition), StoreError>;
+
+    /// Leases up to `limit` due actions for `lease`: for each hook only its
+    /// oldest pending action, so a commit never overtakes its begin.
+    async fn claim_due_actions(
+        &self,
+        lease: Duration,
+        limit: u32,
+    ) -> Result<Vec<ActionRecord>, StoreError>;
+
+    /// Records how an attempt ended and releases the lease.
+    async fn record_action(&self, id: i64, result: &ActionResult) -> Result<(), StoreError>;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -18,10 +18,22 @@ use super::codec::{
     APPLIED_MIGRATIONS, CatalogRow, encode_options, insert_failed, migration_failed, readiness,
     update_missed,
 };
+use super::codec::{
+    ActionRow, HookRow, JobRow, check_transition, job_insert_failed, planned_actions,
+};
 use super::{Keyring, Store, StoreError};
+use crate::domain::hook::{ActionRecord, ActionResult, JobRecord, NewJob};
+use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// The action columns as [`ActionRow`] reads them.
+macro_rules! action_columns {
+    () => {
+        "id, job_id, hook_index, action, trigger, state, attempts, last_error, outcome, created_at, updated_at"
+    };
+}
 
 /// The catalog columns as [`CatalogRow`] reads them (a macro, so queries stay literals).
 macro_rules! catalog_columns {
@@ -184,5 +196,211 @@ impl Store for SqliteStore {
             .await
             .map_err(StoreError::from_sqlx)?;
         Ok(result.rows_affected() > 0)
+    }
+
+    async fn insert_job(&self, job: &NewJob) -> Result<JobRecord, StoreError> {
+        let now = Utc::now();
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        sqlx::query(
+            "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, 'INITIALIZING', ?4, NULL, ?5, ?6, ?6)",
+        )
+        .bind(job.id.as_str())
+        .bind(&job.name)
+        .bind(job.mode.as_str())
+        .bind(&job.statement)
+        .bind(&job.fingerprint)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| job_insert_failed(&job.id, e))?;
+        for (index, hook) in job.hooks.iter().enumerate() {
+            let (plain, sealed) = encode_options(&hook.catalog.options, &self.keyring);
+            sqlx::query(
+                "INSERT INTO hooks (job_id, hook_index, kind, catalog, database_name, table_name, if_not_exists, \
+                 skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )
+            .bind(job.id.as_str())
+            .bind(index as i64)
+            .bind(hook.kind.as_str())
+            .bind(hook.catalog.name.as_str())
+            .bind(&hook.database)
+            .bind(&hook.table)
+            .bind(hook.if_not_exists)
+            .bind(hook.skipped)
+            .bind(serde_json::to_string(&hook.table_properties).expect("a string map serializes"))
+            .bind(plain)
+            .bind(sealed)
+            .bind(&hook.catalog.comment)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        }
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        self.get_job(&job.id)
+            .await?
+            .ok_or_else(|| StoreError::JobNotFound(job.id.to_string()))
+    }
+
+    async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError> {
+        let Some(job): Option<JobRow> = sqlx::query_as(
+            "SELECT id, name, mode, status, statement, failure, fingerprint, created_at, updated_at \
+             FROM jobs WHERE id = ?1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?
+        else {
+            return Ok(None);
+        };
+        let hooks: Vec<HookRow> = sqlx::query_as(
+            "SELECT hook_index, kind, catalog, database_name, table_name, if_not_exists, skipped, table_properties, \
+             catalog_options, catalog_sealed_options, catalog_comment FROM hooks WHERE job_id = ?1 ORDER BY hook_index",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let actions: Vec<ActionRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE job_id = ?1 ORDER BY id"
+        ))
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        job.decode(hooks, actions, &self.keyring).map(Some)
+    }
+
+    async fn transition_job(
+        &self,
+        id: &JobId,
+        to: JobStatus,
+        failure: Option<&str>,
+    ) -> Result<(JobRecord, Transition), StoreError> {
+        // IMMEDIATE takes the write lock up front: transitions are serialized.
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let (status, mode): (String, String) =
+            sqlx::query_as("SELECT status, mode FROM jobs WHERE id = ?1")
+                .bind(id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StoreError::from_sqlx)?
+                .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
+        let transition = check_transition(id, &status, to)?;
+        if let Transition::Move { .. } = transition {
+            let now = Utc::now();
+            sqlx::query("UPDATE jobs SET status = ?2, failure = coalesce(?3, failure), updated_at = ?4 WHERE id = ?1")
+                .bind(id.as_str())
+                .bind(to.as_str())
+                .bind(failure)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            let hooks: Vec<(i64, bool)> = sqlx::query_as(
+                "SELECT hook_index, skipped FROM hooks WHERE job_id = ?1 ORDER BY hook_index",
+            )
+            .bind(id.as_str())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+            let mode = JobMode::parse(&mode)
+                .ok_or_else(|| StoreError::Internal(format!("job {id} has mode {mode}")))?;
+            for (hook_index, action) in planned_actions(mode, to, &hooks) {
+                sqlx::query(
+                    "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, not_before, \
+                     created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?6, ?6)",
+                )
+                .bind(id.as_str())
+                .bind(hook_index)
+                .bind(action.as_str())
+                .bind(to.as_str())
+                .bind(now.timestamp_millis())
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            }
+        }
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        let job = self
+            .get_job(id)
+            .await?
+            .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
+        Ok((job, transition))
+    }
+
+    async fn claim_due_actions(
+        &self,
+        lease: Duration,
+        limit: u32,
+    ) -> Result<Vec<ActionRecord>, StoreError> {
+        let now = Utc::now();
+        let lease_until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
+        let rows: Vec<ActionRow> = sqlx::query_as(concat!(
+            "UPDATE actions SET lease_until = ?1, attempts = attempts + 1, updated_at = ?3 WHERE id IN ( \
+               SELECT a.id FROM actions a WHERE a.state = 'pending' AND a.not_before <= ?2 \
+                 AND (a.lease_until IS NULL OR a.lease_until < ?2) \
+                 AND NOT EXISTS (SELECT 1 FROM actions b WHERE b.job_id = a.job_id AND b.hook_index = a.hook_index \
+                                 AND b.state = 'pending' AND b.id < a.id) \
+               ORDER BY a.id LIMIT ?4) RETURNING ",
+            action_columns!()
+        ))
+        .bind(lease_until.timestamp_millis())
+        .bind(now.timestamp_millis())
+        .bind(now)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let mut actions: Vec<ActionRecord> = rows
+            .into_iter()
+            .map(ActionRow::decode)
+            .collect::<Result<_, _>>()?;
+        actions.sort_by_key(|a| a.id);
+        Ok(actions)
+    }
+
+    async fn record_action(&self, id: i64, result: &ActionResult) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let query = match result {
+            ActionResult::Done { outcome } => sqlx::query(
+                "UPDATE actions SET state = 'done', outcome = ?2, last_error = NULL, lease_until = NULL, \
+                 updated_at = ?3 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(outcome)
+            .bind(now),
+            ActionResult::Retry { error, retry_at } => sqlx::query(
+                "UPDATE actions SET last_error = ?2, not_before = ?3, lease_until = NULL, updated_at = ?4 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(error)
+            .bind(retry_at.timestamp_millis())
+            .bind(now),
+            ActionResult::Failed { error } => sqlx::query(
+                "UPDATE actions SET state = 'failed', last_error = ?2, lease_until = NULL, updated_at = ?3 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(error)
+            .bind(now),
+        };
+        query
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(())
     }
 }

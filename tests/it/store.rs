@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
+use ctasd::domain::hook::{ActionResult, HookKind, NewHook, NewJob};
+use ctasd::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition};
 use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions};
 use ctasd::store::{Store, StoreError};
 
@@ -69,6 +73,13 @@ conformance!(
     delete_says_whether_it_deleted,
     migrations_are_idempotent_and_readiness_checks_them,
     secrets_do_not_open_without_their_key,
+    a_submitted_job_reads_back_with_its_hooks_and_sealed_snapshot,
+    a_job_id_is_taken_once,
+    a_transition_records_the_planned_actions_in_the_same_step,
+    illegal_and_terminal_transitions_change_nothing,
+    due_actions_are_leased_once_and_in_hook_order,
+    a_failed_attempt_waits_for_its_retry_time,
+    concurrent_claimers_never_share_an_action,
 );
 
 fn descriptor(name: &str, pairs: &[(&str, &str)], comment: Option<&str>) -> CatalogDescriptor {
@@ -256,4 +267,355 @@ async fn secrets_do_not_open_without_their_key(backend: Backend) {
 
     assert!(matches!(error, StoreError::Secret { .. }), "{error}");
     assert!(!error.to_string().contains("pw"));
+}
+
+fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
+    NewJob {
+        id: JobId::generate(),
+        name: "ctas orders".into(),
+        mode,
+        statement: Some("CREATE TABLE t AS SELECT 1".into()),
+        fingerprint: "f1".into(),
+        hooks: (0..hooks)
+            .map(|i| NewHook {
+                kind: HookKind::CreateTableAs,
+                database: "db".into(),
+                table: format!("t{i}"),
+                if_not_exists: skipped.contains(&i),
+                skipped: skipped.contains(&i),
+                table_properties: [
+                    ("schema.0.name".into(), "id".into()),
+                    ("schema.0.data-type".into(), "BIGINT".into()),
+                ]
+                .into(),
+                catalog: descriptor(
+                    "pg",
+                    &[("type", "jdbc"), ("password", "pw"), ("username", "u")],
+                    None,
+                ),
+            })
+            .collect(),
+    }
+}
+
+async fn a_submitted_job_reads_back_with_its_hooks_and_sealed_snapshot(backend: Backend) {
+    let new = job(JobMode::Batch, 2, &[1]);
+
+    let inserted = backend.store.insert_job(&new).await.unwrap();
+    let read = backend.store.get_job(&new.id).await.unwrap().unwrap();
+
+    assert_eq!(read, inserted);
+    assert_eq!(read.status, JobStatus::Initializing);
+    assert_eq!(
+        read.hooks, new.hooks,
+        "hooks and their catalog snapshots round-trip"
+    );
+    assert!(read.actions.is_empty());
+    assert!(
+        backend
+            .store
+            .get_job(&JobId::generate())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn a_job_id_is_taken_once(backend: Backend) {
+    let new = job(JobMode::Batch, 1, &[]);
+    backend.store.insert_job(&new).await.unwrap();
+    let error = backend.store.insert_job(&new).await.unwrap_err();
+    assert!(matches!(error, StoreError::JobExists(_)), "{error}");
+}
+
+async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Backend) {
+    let new = job(JobMode::Batch, 3, &[1]);
+    backend.store.insert_job(&new).await.unwrap();
+
+    let (created, moved) = backend
+        .store
+        .transition_job(&new.id, JobStatus::Created, None)
+        .await
+        .unwrap();
+    let (again, repeat) = backend
+        .store
+        .transition_job(&new.id, JobStatus::Created, None)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        moved,
+        Transition::Move {
+            from: JobStatus::Initializing,
+            to: JobStatus::Created
+        }
+    );
+    assert_eq!(created.status, JobStatus::Created);
+    let planned: Vec<(u32, HookAction, ActionState)> = created
+        .actions
+        .iter()
+        .map(|a| (a.hook_index, a.action, a.state))
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            (0, HookAction::Begin, ActionState::Pending),
+            (2, HookAction::Begin, ActionState::Pending)
+        ],
+        "the skipped hook takes no action"
+    );
+    assert_eq!(repeat, Transition::Repeat);
+    assert_eq!(again.actions.len(), 2, "repeating a status records nothing");
+
+    let (running, _) = backend
+        .store
+        .transition_job(&new.id, JobStatus::Running, None)
+        .await
+        .unwrap();
+    assert_eq!(running.actions.len(), 2, "RUNNING implies no action");
+    let (failed, _) = backend
+        .store
+        .transition_job(&new.id, JobStatus::Failed, Some("out of memory"))
+        .await
+        .unwrap();
+    assert_eq!(failed.failure.as_deref(), Some("out of memory"));
+    let aborts = failed
+        .actions
+        .iter()
+        .filter(|a| a.action == HookAction::Abort && a.trigger == JobStatus::Failed)
+        .count();
+    assert_eq!(aborts, 2);
+}
+
+async fn illegal_and_terminal_transitions_change_nothing(backend: Backend) {
+    let new = job(JobMode::Streaming, 1, &[]);
+    backend.store.insert_job(&new).await.unwrap();
+    let illegal = backend
+        .store
+        .transition_job(&new.id, JobStatus::Finished, None)
+        .await
+        .unwrap_err();
+    assert!(
+        illegal.to_string().contains("legal next statuses: CREATED"),
+        "{illegal}"
+    );
+    for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
+        backend
+            .store
+            .transition_job(&new.id, status, None)
+            .await
+            .unwrap();
+    }
+    let terminal = backend
+        .store
+        .transition_job(&new.id, JobStatus::Running, None)
+        .await
+        .unwrap_err();
+    assert!(
+        terminal.to_string().contains("globally terminal"),
+        "{terminal}"
+    );
+    let job = backend.store.get_job(&new.id).await.unwrap().unwrap();
+    assert_eq!(job.status, JobStatus::Finished);
+    let actions: Vec<HookAction> = job.actions.iter().map(|a| a.action).collect();
+    assert_eq!(
+        actions,
+        [HookAction::Create],
+        "a streaming job acts only on CREATED"
+    );
+    let missing = backend
+        .store
+        .transition_job(&JobId::generate(), JobStatus::Created, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, StoreError::JobNotFound(_)), "{missing}");
+}
+
+async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
+    let new = job(JobMode::Batch, 1, &[]);
+    backend.store.insert_job(&new).await.unwrap();
+    for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
+        backend
+            .store
+            .transition_job(&new.id, status, None)
+            .await
+            .unwrap();
+    }
+
+    let first = backend
+        .store
+        .claim_due_actions(Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    let while_leased = backend
+        .store
+        .claim_due_actions(Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+
+    let claimed: Vec<HookAction> = first.iter().map(|a| a.action).collect();
+    assert_eq!(
+        claimed,
+        [HookAction::Begin],
+        "the commit waits for its begin"
+    );
+    assert_eq!(first[0].attempts, 1);
+    assert!(
+        while_leased.is_empty(),
+        "a leased action is not handed out twice"
+    );
+
+    backend
+        .store
+        .record_action(
+            first[0].id,
+            &ActionResult::Done {
+                outcome: "staged".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let next = backend
+        .store
+        .claim_due_actions(Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        next.iter().map(|a| a.action).collect::<Vec<_>>(),
+        [HookAction::Commit]
+    );
+    backend
+        .store
+        .record_action(
+            next[0].id,
+            &ActionResult::Done {
+                outcome: "committed".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let job = backend.store.get_job(&new.id).await.unwrap().unwrap();
+    let ledger: Vec<(HookAction, ActionState, Option<&str>)> = job
+        .actions
+        .iter()
+        .map(|a| (a.action, a.state, a.outcome.as_deref()))
+        .collect();
+    assert_eq!(
+        ledger,
+        [
+            (HookAction::Begin, ActionState::Done, Some("staged")),
+            (HookAction::Commit, ActionState::Done, Some("committed"))
+        ]
+    );
+    assert!(
+        backend
+            .store
+            .claim_due_actions(Duration::from_secs(60), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
+    let new = job(JobMode::Streaming, 1, &[]);
+    backend.store.insert_job(&new).await.unwrap();
+    backend
+        .store
+        .transition_job(&new.id, JobStatus::Created, None)
+        .await
+        .unwrap();
+    let claimed = backend
+        .store
+        .claim_due_actions(Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    let retry_at = chrono::Utc::now() + chrono::Duration::milliseconds(300);
+
+    backend
+        .store
+        .record_action(
+            claimed[0].id,
+            &ActionResult::Retry {
+                error: "connection refused".into(),
+                retry_at,
+            },
+        )
+        .await
+        .unwrap();
+
+    assert!(
+        backend
+            .store
+            .claim_due_actions(Duration::from_secs(60), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not before its time"
+    );
+    let job = backend.store.get_job(&new.id).await.unwrap().unwrap();
+    assert_eq!(job.actions[0].state, ActionState::Pending);
+    assert_eq!(
+        job.actions[0].last_error.as_deref(),
+        Some("connection refused")
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let again = backend
+        .store
+        .claim_due_actions(Duration::from_secs(60), 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempts, 2);
+    backend
+        .store
+        .record_action(
+            again[0].id,
+            &ActionResult::Failed {
+                error: "conflict".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let job = backend.store.get_job(&new.id).await.unwrap().unwrap();
+    assert_eq!(job.actions[0].state, ActionState::Failed);
+}
+
+async fn concurrent_claimers_never_share_an_action(backend: Backend) {
+    for _ in 0..10 {
+        let new = job(JobMode::Batch, 3, &[]);
+        backend.store.insert_job(&new).await.unwrap();
+        backend
+            .store
+            .transition_job(&new.id, JobStatus::Created, None)
+            .await
+            .unwrap();
+    }
+
+    let claimers = (0..8).map(|_| {
+        let store = backend.store.clone();
+        tokio::spawn(async move {
+            let mut claimed = Vec::new();
+            loop {
+                let batch = store
+                    .claim_due_actions(Duration::from_secs(60), 2)
+                    .await
+                    .unwrap();
+                if batch.is_empty() {
+                    return claimed;
+                }
+                claimed.extend(batch.into_iter().map(|a| a.id));
+            }
+        })
+    });
+    let mut all: Vec<i64> = Vec::new();
+    for claimer in claimers {
+        all.extend(claimer.await.unwrap());
+    }
+
+    let total = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(total, 30, "every pending action was claimed");
+    assert_eq!(all.len(), 30, "no action was claimed twice");
 }

@@ -1,0 +1,118 @@
+//! Jobs and their hooks as stored: what was submitted (with the catalog
+//! snapshot each hook uses), and the ledger of actions the hooks take.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::catalog::CatalogDescriptor;
+use super::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
+
+/// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookKind {
+    /// The target must not exist.
+    CreateTableAs,
+    /// The target must exist; the commit swaps it.
+    ReplaceTableAs,
+    /// Either.
+    CreateOrReplaceTableAs,
+}
+
+impl HookKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookKind::CreateTableAs => "create_table_as",
+            HookKind::ReplaceTableAs => "replace_table_as",
+            HookKind::CreateOrReplaceTableAs => "create_or_replace_table_as",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            HookKind::CreateTableAs,
+            HookKind::ReplaceTableAs,
+            HookKind::CreateOrReplaceTableAs,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// A hook as submitted. `catalog` is the snapshot the hook will use even if
+/// the catalog is later altered or dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHook {
+    pub kind: HookKind,
+    pub database: String,
+    pub table: String,
+    pub if_not_exists: bool,
+    /// `if_not_exists` and the target existed at submission: the hook does nothing.
+    pub skipped: bool,
+    /// The table definition as Flink's property map.
+    pub table_properties: BTreeMap<String, String>,
+    pub catalog: CatalogDescriptor,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub id: JobId,
+    pub name: String,
+    pub mode: JobMode,
+    pub statement: Option<String>,
+    /// A digest of the submission, so that a resubmission with the same id
+    /// can be told apart from a different job reusing it.
+    pub fingerprint: String,
+    pub hooks: Vec<NewHook>,
+}
+
+/// One action in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRecord {
+    pub id: i64,
+    pub job_id: JobId,
+    pub hook_index: u32,
+    pub action: HookAction,
+    /// The status whose arrival recorded it.
+    pub trigger: JobStatus,
+    pub state: ActionState,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// What the action found or did, e.g. `committed`, `already committed`.
+    pub outcome: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub name: String,
+    pub mode: JobMode,
+    pub status: JobStatus,
+    pub statement: Option<String>,
+    pub failure: Option<String>,
+    pub fingerprint: String,
+    pub hooks: Vec<NewHook>,
+    pub actions: Vec<ActionRecord>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// How an attempt at an action ended, to be recorded in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionResult {
+    Done {
+        outcome: String,
+    },
+    /// Try again after `retry_at` (the external system is down).
+    Retry {
+        error: String,
+        retry_at: DateTime<Utc>,
+    },
+    Failed {
+        error: String,
+    },
+}
