@@ -15,7 +15,11 @@ use tokio::task::JoinHandle;
 use crate::api::{self, AppState};
 use crate::catalog::{FactoryRegistry, LiveCatalogs};
 use crate::config::{ServeSettings, StoreSettings};
+use crate::hooks::HookRunner;
 use crate::store::{self, Keyring, Store};
+
+/// How often due hook actions are looked for.
+const RESUME_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Opens the store named by the settings, with its keyring. Does not migrate.
 pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Store>> {
@@ -63,6 +67,7 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
+    resumer: JoinHandle<()>,
 }
 
 impl RunningServer {
@@ -70,6 +75,8 @@ impl RunningServer {
     pub async fn stop(self) {
         let _ = self.shutdown.send(());
         let _ = self.task.await;
+        self.resumer.abort();
+        let _ = self.resumer.await;
     }
 }
 
@@ -78,9 +85,11 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let store = open_store(&settings.store).await?;
     store.migrate().await?;
     let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin()));
+    let hooks = Arc::new(HookRunner::new(store.clone(), catalogs.clone()));
     let state = AppState {
         store: store.clone(),
         catalogs: catalogs.clone(),
+        hooks: hooks.clone(),
     };
     let app = api::router(state, &settings);
 
@@ -90,6 +99,8 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, store = %store.describe(), "ctasd listening");
     tokio::spawn(reopen_registered_catalogs(store, catalogs));
+    // Resumes actions left unfinished by a crash, and retries failed attempts.
+    let resumer = hooks.spawn_resumer(RESUME_EVERY);
 
     let (shutdown, signal) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -103,6 +114,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         addr,
         shutdown,
         task,
+        resumer,
     })
 }
 

@@ -7,6 +7,7 @@ pub mod catalogs;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod jobs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::catalog::LiveCatalogs;
 use crate::config::ServeSettings;
+use crate::hooks::HookRunner;
 use crate::store::Store;
 use error::ApiError;
 
@@ -31,6 +33,7 @@ use error::ApiError;
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub catalogs: Arc<LiveCatalogs>,
+    pub hooks: Arc<HookRunner>,
 }
 
 #[derive(OpenApi)]
@@ -44,6 +47,7 @@ pub struct AppState {
     tags(
         (name = "catalogs", description = "Register, alter and drop catalogs"),
         (name = "browse", description = "Databases and tables of a live catalog"),
+        (name = "jobs", description = "Submit CTAS jobs and report their status"),
         (name = "health", description = "Liveness and readiness"),
     )
 )]
@@ -53,6 +57,7 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(catalog_types::router())
         .merge(catalogs::router())
+        .merge(jobs::router())
         .merge(health::router())
 }
 

@@ -122,6 +122,33 @@ impl CatalogFactory for FilesystemCatalogFactory {
     }
 }
 
+pub(crate) fn write_location(
+    options: &CatalogOptions,
+    staging: &Staging,
+    staged: bool,
+) -> super::WriteLocation {
+    let name = if staged {
+        format!("{STAGING_PREFIX}{}", staging.key.as_str())
+    } else {
+        staging.table.clone()
+    };
+    let path = Path::new(options.get("path").unwrap_or_default())
+        .join(&staging.database)
+        .join(&name);
+    let path = path.display().to_string();
+    let sink_options = std::collections::BTreeMap::from([
+        ("connector".to_owned(), "filesystem".to_owned()),
+        ("path".to_owned(), path.clone()),
+    ]);
+    super::WriteLocation {
+        kind: "directory".into(),
+        name,
+        url: None,
+        path: Some(path),
+        sink_options,
+    }
+}
+
 pub struct FilesystemCatalog {
     root: PathBuf,
     default_database: String,

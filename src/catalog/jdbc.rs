@@ -320,6 +320,44 @@ impl JdbcCatalog {
     }
 }
 
+pub(crate) fn write_location(
+    options: &CatalogOptions,
+    staging: &Staging,
+    staged: bool,
+) -> super::WriteLocation {
+    let name = if staged {
+        staging_table(staging)
+    } else {
+        staging.table.clone()
+    };
+    let base = options
+        .get("base-url")
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let url = match JdbcUrl::parse(base) {
+        Ok(JdbcUrl::Sqlite { directory }) => format!(
+            "jdbc:sqlite:{}",
+            directory.join(format!("{}.db", staging.database)).display()
+        ),
+        _ => format!("{base}/{}", staging.database),
+    };
+    let mut sink_options = std::collections::BTreeMap::from([
+        ("connector".to_owned(), "jdbc".to_owned()),
+        ("url".to_owned(), url.clone()),
+        ("table-name".to_owned(), name.clone()),
+    ]);
+    if let Some(username) = options.get("username") {
+        sink_options.insert("username".into(), username.into());
+    }
+    super::WriteLocation {
+        kind: "table".into(),
+        name,
+        url: Some(url),
+        path: None,
+        sink_options,
+    }
+}
+
 fn staging_table(staging: &Staging) -> String {
     format!("{HIDDEN_PREFIX}stg_{}", staging.key.as_str())
 }
@@ -688,6 +726,16 @@ impl Catalog for JdbcCatalog {
         self.run(&staging.database, &[drop])
             .await
             .map_err(|e| self.unavailable(e))
+    }
+
+    fn check_definition(
+        &self,
+        definition: &crate::domain::table::TableDefinition,
+    ) -> Result<(), CatalogError> {
+        self.dialect()
+            .create_table("t", definition)
+            .map(|_| ())
+            .map_err(|e| CatalogError::Unsupported(e.to_string()))
     }
 
     async fn close(&self) {

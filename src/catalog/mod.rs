@@ -126,8 +126,54 @@ pub trait Catalog: Send + Sync {
     /// untouched. Idempotent.
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError>;
 
+    /// Refuses a definition this catalog cannot create (a column type the
+    /// system cannot hold), naming the column.
+    fn check_definition(&self, _definition: &TableDefinition) -> Result<(), CatalogError> {
+        Ok(())
+    }
+
     /// Release connections; called when the catalog is altered or dropped.
     async fn close(&self);
+}
+
+/// Where the engine writes a hook's rows, and the Flink sink options that
+/// write there (secrets left out: the engine has its own).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct WriteLocation {
+    /// `table`, `directory` or `memory`.
+    pub kind: String,
+    /// The table (or directory) the engine writes into: the hidden staging
+    /// for a batch job, the target itself for a streaming one.
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub sink_options: std::collections::BTreeMap<String, String>,
+}
+
+/// The write location of `staging` in a catalog with these options; `staged`
+/// for a batch job (the engine writes into the staging).
+pub fn write_location(
+    options: &crate::domain::CatalogOptions,
+    staging: &Staging,
+    staged: bool,
+) -> WriteLocation {
+    match options.catalog_type() {
+        Some("jdbc") => jdbc::write_location(options, staging, staged),
+        Some("filesystem") => filesystem::write_location(options, staging, staged),
+        _ => WriteLocation {
+            kind: "memory".into(),
+            name: if staged {
+                format!("staged:{}", staging.key.as_str())
+            } else {
+                staging.table.clone()
+            },
+            url: None,
+            path: None,
+            sink_options: Default::default(),
+        },
+    }
 }
 
 pub(crate) fn table_exists_error(staging: &Staging) -> CatalogError {

@@ -10,7 +10,7 @@ use super::catalog::CatalogDescriptor;
 use super::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HookKind {
     /// The target must not exist.
@@ -79,6 +79,8 @@ pub struct ActionRecord {
     pub trigger: JobStatus,
     pub state: ActionState,
     pub attempts: u32,
+    /// Leased by a runner right now (this process or another replica).
+    pub in_progress: bool,
     pub last_error: Option<String>,
     /// What the action found or did, e.g. `committed`, `already committed`.
     pub outcome: Option<String>,

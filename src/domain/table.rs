@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::types::DataType;
 
 /// A table: columns, watermarks, constraints, partitioning, comment, options.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TableDefinition {
     pub columns: Vec<ColumnDefinition>,
@@ -31,7 +31,7 @@ pub struct TableDefinition {
 }
 
 /// A column. Physical unless it has `expr` (computed) or `metadata`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnDefinition {
     pub name: String,
@@ -59,7 +59,7 @@ impl ColumnDefinition {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Watermark {
     pub rowtime: String,
@@ -69,7 +69,7 @@ pub struct Watermark {
     pub data_type: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrimaryKey {
     pub name: String,

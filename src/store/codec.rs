@@ -166,6 +166,7 @@ pub(crate) struct ActionRow {
     pub trigger: String,
     pub state: String,
     pub attempts: i64,
+    pub in_progress: bool,
     pub last_error: Option<String>,
     pub outcome: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -214,6 +215,7 @@ impl ActionRow {
             state: ActionState::parse(&self.state)
                 .ok_or_else(|| corrupt("action state", &self.state))?,
             attempts: u32::try_from(self.attempts).unwrap_or(u32::MAX),
+            in_progress: self.in_progress,
             last_error: self.last_error,
             outcome: self.outcome,
             created_at: self.created_at,

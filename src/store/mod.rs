@@ -115,10 +115,12 @@ pub trait Store: Send + Sync {
         failure: Option<&str>,
     ) -> Result<(JobRecord, Transition), StoreError>;
 
-    /// Leases up to `limit` due actions for `lease`: for each hook only its
-    /// oldest pending action, so a commit never overtakes its begin.
+    /// Leases up to `limit` due actions (of `job` only, if given) for
+    /// `lease`: for each hook only its oldest pending action, so a commit
+    /// never overtakes its begin.
     async fn claim_due_actions(
         &self,
+        job: Option<&JobId>,
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<ActionRecord>, StoreError>;

@@ -29,7 +29,7 @@ static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 /// The action columns as [`ActionRow`] reads them.
 macro_rules! action_columns {
     () => {
-        "id, job_id, hook_index::bigint AS hook_index, action, trigger, state, attempts::bigint AS attempts, \
+        "id, job_id, hook_index::bigint AS hook_index, action, trigger, state, attempts::bigint AS attempts, (lease_until IS NOT NULL AND lease_until > now()) AS in_progress, \
          last_error, outcome, created_at, updated_at"
     };
 }
@@ -323,6 +323,7 @@ impl Store for PostgresStore {
 
     async fn claim_due_actions(
         &self,
+        job: Option<&JobId>,
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<ActionRecord>, StoreError> {
@@ -331,7 +332,7 @@ impl Store for PostgresStore {
         let rows: Vec<ActionRow> = sqlx::query_as(concat!(
             "UPDATE actions SET lease_until = $1, attempts = attempts + 1, updated_at = $3 WHERE id IN ( \
                SELECT a.id FROM actions a WHERE a.state = 'pending' AND a.not_before <= $2 \
-                 AND (a.lease_until IS NULL OR a.lease_until < $2) \
+                 AND (a.lease_until IS NULL OR a.lease_until < $2) AND ($5::text IS NULL OR a.job_id = $5) \
                  AND NOT EXISTS (SELECT 1 FROM actions b WHERE b.job_id = a.job_id AND b.hook_index = a.hook_index \
                                  AND b.state = 'pending' AND b.id < a.id) \
                ORDER BY a.id LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING ",
@@ -341,6 +342,7 @@ impl Store for PostgresStore {
         .bind(now)
         .bind(now)
         .bind(i64::from(limit))
+        .bind(job.map(JobId::as_str))
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::from_sqlx)?;

@@ -31,7 +31,7 @@ static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 /// The action columns as [`ActionRow`] reads them.
 macro_rules! action_columns {
     () => {
-        "id, job_id, hook_index, action, trigger, state, attempts, last_error, outcome, created_at, updated_at"
+        "id, job_id, hook_index, action, trigger, state, attempts, (lease_until IS NOT NULL AND lease_until > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)) AS in_progress, last_error, outcome, created_at, updated_at"
     };
 }
 
@@ -344,6 +344,7 @@ impl Store for SqliteStore {
 
     async fn claim_due_actions(
         &self,
+        job: Option<&JobId>,
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<ActionRecord>, StoreError> {
@@ -352,7 +353,7 @@ impl Store for SqliteStore {
         let rows: Vec<ActionRow> = sqlx::query_as(concat!(
             "UPDATE actions SET lease_until = ?1, attempts = attempts + 1, updated_at = ?3 WHERE id IN ( \
                SELECT a.id FROM actions a WHERE a.state = 'pending' AND a.not_before <= ?2 \
-                 AND (a.lease_until IS NULL OR a.lease_until < ?2) \
+                 AND (a.lease_until IS NULL OR a.lease_until < ?2) AND (?5 IS NULL OR a.job_id = ?5) \
                  AND NOT EXISTS (SELECT 1 FROM actions b WHERE b.job_id = a.job_id AND b.hook_index = a.hook_index \
                                  AND b.state = 'pending' AND b.id < a.id) \
                ORDER BY a.id LIMIT ?4) RETURNING ",
@@ -362,6 +363,7 @@ impl Store for SqliteStore {
         .bind(now.timestamp_millis())
         .bind(now)
         .bind(i64::from(limit))
+        .bind(job.map(JobId::as_str))
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::from_sqlx)?;

@@ -270,11 +270,24 @@ impl TestApp {
     }
 
     /// Stop this server and start another on the same store and data directory.
-    pub async fn restart(mut self) -> Self {
+    pub async fn restart(self) -> Self {
+        self.stop_keeping_store().await.start_again().await
+    }
+
+    /// A handle on this server's store (same database, same keys), as another process would open it.
+    pub async fn store(&self) -> Arc<dyn Store> {
+        ctasd::server::open_store(&self.settings.store)
+            .await
+            .unwrap()
+    }
+
+    /// Stop the server; its store and data directory stay.
+    pub async fn stop_keeping_store(mut self) -> StoppedApp {
         self.server.take().unwrap().stop().await;
-        let mut settings = self.settings.clone();
-        settings.listen = "127.0.0.1:0".parse().unwrap();
-        Self::start(settings, self._temp.clone()).await
+        StoppedApp {
+            settings: self.settings.clone(),
+            temp: self._temp.clone(),
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -316,6 +329,20 @@ impl TestApp {
     pub async fn register(&self, name: &str, options: Value) -> Reply {
         self.post("/v1/catalogs", &json!({"name": name, "options": options}))
             .await
+    }
+}
+
+/// A server that was stopped, with what it needs to start again.
+pub struct StoppedApp {
+    settings: ServeSettings,
+    temp: Arc<tempfile::TempDir>,
+}
+
+impl StoppedApp {
+    pub async fn start_again(self) -> TestApp {
+        let mut settings = self.settings;
+        settings.listen = "127.0.0.1:0".parse().unwrap();
+        TestApp::start(settings, self.temp).await
     }
 }
 

@@ -9,6 +9,7 @@ mod cli;
 mod ddl;
 mod errors;
 mod helpers;
+mod jobs;
 mod openapi;
 mod restart;
 mod secrets;

@@ -24,6 +24,9 @@ fn the_document_is_openapi_3_1_and_documents_every_route_with_problem_errors() {
         "/v1/catalogs/{catalog}/databases",
         "/v1/catalogs/{catalog}/databases/{database}/tables",
         "/v1/catalogs/{catalog}/databases/{database}/tables/{table}",
+        "/v1/jobs",
+        "/v1/jobs/{job}",
+        "/v1/jobs/{job}/status",
         "/healthz",
         "/readyz",
     ] {

@@ -44,7 +44,7 @@ fn staging(database: &str, table: &str) -> Staging {
 }
 
 /// The external system, seen the way an engine and a reader see it.
-enum World {
+pub enum World {
     Postgres(TestPostgres),
     Mysql(TestMysql),
     Sqlite(tempfile::TempDir),
@@ -52,7 +52,7 @@ enum World {
 }
 
 impl World {
-    fn staging_name(&self, staging: &Staging) -> String {
+    pub fn staging_name(&self, staging: &Staging) -> String {
         match self {
             World::Files(_) => format!("_ctasd_stg_{}", staging.key.as_str()),
             _ => format!("__ctasd_stg_{}", staging.key.as_str()),
@@ -60,7 +60,7 @@ impl World {
     }
 
     /// Writes rows as an engine would; `None` when the table is missing.
-    async fn insert(&self, table: &str, ids: &[i64]) {
+    pub async fn insert(&self, table: &str, ids: &[i64]) {
         let values: Vec<String> = ids.iter().map(|id| format!("({id}, 'n{id}')")).collect();
         match self {
             World::Postgres(pg) => {
@@ -101,7 +101,7 @@ impl World {
     }
 
     /// The ids a reader sees in `table`, or `None` when it does not exist.
-    async fn ids(&self, table: &str) -> Option<Vec<i64>> {
+    pub async fn ids(&self, table: &str) -> Option<Vec<i64>> {
         let sql = format!(
             "SELECT id FROM {} ORDER BY id",
             match self {
@@ -161,27 +161,25 @@ impl World {
     }
 }
 
-/// A catalog on each available system, with database `db` (`main` for SQLite).
-async fn worlds() -> Vec<(World, Arc<dyn Catalog>, String)> {
+/// Each available system, with the options of a catalog on it and the
+/// database its tables go to (`main` for SQLite).
+pub async fn world_options() -> Vec<(World, Value, String)> {
     let mut worlds = Vec::new();
     if let Some(pg) = TestPostgres::create().await {
-        let catalog = open(postgres_options(&pg)).await;
-        let database = pg.database.clone();
-        worlds.push((World::Postgres(pg), catalog, database));
+        let (options, database) = (postgres_options(&pg), pg.database.clone());
+        worlds.push((World::Postgres(pg), options, database));
     }
     if let Some(my) = TestMysql::create().await {
-        let catalog = open(mysql_options(&my)).await;
-        let database = my.database.clone();
-        worlds.push((World::Mysql(my), catalog, database));
+        let (options, database) = (mysql_options(&my), my.database.clone());
+        worlds.push((World::Mysql(my), options, database));
     }
     let dir = tempfile::tempdir().unwrap();
     sqlite_database(dir.path(), "main", "SELECT 1").await;
     let url = format!("jdbc:sqlite:{}", dir.path().display());
-    let lite = open(json!({"type": "jdbc", "base-url": url, "default-database": "main"})).await;
+    let lite = json!({"type": "jdbc", "base-url": url, "default-database": "main"});
     worlds.push((World::Sqlite(dir), lite, "main".into()));
     let root = tempfile::tempdir().unwrap();
-    let files =
-        open(json!({"type": "filesystem", "path": root.path(), "default-database": "db"})).await;
+    let files = json!({"type": "filesystem", "path": root.path(), "default-database": "db"});
     worlds.push((World::Files(root), files, "db".into()));
     let expected = 2 + usize::from(postgres_url().is_some()) + usize::from(mysql_url().is_some());
     assert_eq!(
@@ -189,6 +187,15 @@ async fn worlds() -> Vec<(World, Arc<dyn Catalog>, String)> {
         expected,
         "every configured system is exercised"
     );
+    worlds
+}
+
+/// A catalog on each available system.
+async fn worlds() -> Vec<(World, Arc<dyn Catalog>, String)> {
+    let mut worlds = Vec::new();
+    for (world, options, database) in world_options().await {
+        worlds.push((world, open(options).await, database));
+    }
     worlds
 }
 

@@ -444,12 +444,12 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
 
     let first = backend
         .store
-        .claim_due_actions(Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10)
         .await
         .unwrap();
     let while_leased = backend
         .store
-        .claim_due_actions(Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10)
         .await
         .unwrap();
 
@@ -477,7 +477,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
         .unwrap();
     let next = backend
         .store
-        .claim_due_actions(Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10)
         .await
         .unwrap();
     assert_eq!(
@@ -510,7 +510,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
     assert!(
         backend
             .store
-            .claim_due_actions(Duration::from_secs(60), 10)
+            .claim_due_actions(None, Duration::from_secs(60), 10)
             .await
             .unwrap()
             .is_empty()
@@ -527,7 +527,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
         .unwrap();
     let claimed = backend
         .store
-        .claim_due_actions(Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10)
         .await
         .unwrap();
     let retry_at = chrono::Utc::now() + chrono::Duration::milliseconds(300);
@@ -547,7 +547,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     assert!(
         backend
             .store
-            .claim_due_actions(Duration::from_secs(60), 10)
+            .claim_due_actions(None, Duration::from_secs(60), 10)
             .await
             .unwrap()
             .is_empty(),
@@ -562,7 +562,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let again = backend
         .store
-        .claim_due_actions(Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10)
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
@@ -598,7 +598,7 @@ async fn concurrent_claimers_never_share_an_action(backend: Backend) {
             let mut claimed = Vec::new();
             loop {
                 let batch = store
-                    .claim_due_actions(Duration::from_secs(60), 2)
+                    .claim_due_actions(None, Duration::from_secs(60), 2)
                     .await
                     .unwrap();
                 if batch.is_empty() {

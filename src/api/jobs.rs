@@ -1,0 +1,523 @@
+//! `/v1/jobs`: submit CTAS jobs and report their status.
+//!
+//! Submission checks every target against its live catalog (exists or not as
+//! the kind requires, the database exists, every column type fits the
+//! system) before anything is stored or created. A status report moves the
+//! job and records the implied actions in one store transaction, then runs
+//! them and answers with their results.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath};
+use crate::catalog::{WriteLocation, write_location};
+use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, NewJob};
+use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
+use crate::domain::table::TableDefinition;
+use crate::domain::{CatalogName, ObjectName};
+use crate::hooks::staging_of;
+use crate::store::StoreError;
+
+const MAX_HOOKS: usize = 64;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(submit_job))
+        .routes(routes!(get_job))
+        .routes(routes!(report_status))
+}
+
+/// A target table: `catalog.database.table`; the catalog's default
+/// database when `database` is absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub catalog: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    pub table: String,
+}
+
+/// One CTAS target of a job. Give the table either as `table` (JSON) or as
+/// `table_properties` (Flink's `CatalogPropertiesUtil` map).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitHook {
+    pub kind: HookKind,
+    pub target: Target,
+    /// With `create_table_as`: an existing target makes the hook do nothing.
+    #[serde(default)]
+    pub if_not_exists: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<TableDefinition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_properties: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "name": "orders by day",
+    "mode": "batch",
+    "statement": "CREATE TABLE pg.analytics.daily AS SELECT ...",
+    "hooks": [{
+        "kind": "create_table_as",
+        "target": {"catalog": "pg", "database": "analytics", "table": "daily"},
+        "table": {"columns": [{"name": "day", "type": "DATE NOT NULL"}, {"name": "total", "type": "DECIMAL(12, 2)"}],
+                  "primary_key": {"name": "pk_day", "columns": ["day"]}}
+    }]
+}))]
+pub struct SubmitJob {
+    /// A Flink job id (32 hex digits); generated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    pub mode: JobMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
+    pub hooks: Vec<SubmitHook>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Hook {
+    pub index: u32,
+    pub kind: HookKind,
+    pub target: Target,
+    pub if_not_exists: bool,
+    /// The target existed at submission and `if_not_exists` was set: nothing happens.
+    pub skipped: bool,
+    pub table: TableDefinition,
+    /// The table as Flink's property map, exactly as stored.
+    pub table_properties: BTreeMap<String, String>,
+    /// Where the engine writes; absent for a skipped hook.
+    pub write_location: Option<WriteLocation>,
+}
+
+/// One entry of the action ledger.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Action {
+    pub id: i64,
+    pub hook: u32,
+    pub action: HookAction,
+    /// The status whose arrival recorded it.
+    pub trigger: JobStatus,
+    pub state: ActionState,
+    pub attempts: u32,
+    pub in_progress: bool,
+    pub outcome: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Job {
+    pub id: String,
+    pub name: String,
+    pub mode: JobMode,
+    pub status: JobStatus,
+    pub statement: Option<String>,
+    pub failure: Option<String>,
+    pub hooks: Vec<Hook>,
+    /// Every action, oldest first.
+    pub actions: Vec<Action>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"status": "FINISHED"}))]
+pub struct StatusReport {
+    pub status: JobStatus,
+    /// Why the job failed, for `FAILED`/`FAILING`.
+    pub failure: Option<String>,
+}
+
+/// The job after a status report, and the actions that status implied.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusOutcome {
+    /// The actions recorded when the job reached its current status, with their results.
+    pub actions_taken: Vec<Action>,
+    pub job: Job,
+}
+
+fn action_view(action: &ActionRecord) -> Action {
+    Action {
+        id: action.id,
+        hook: action.hook_index,
+        action: action.action,
+        trigger: action.trigger,
+        state: action.state,
+        attempts: action.attempts,
+        in_progress: action.in_progress,
+        outcome: action.outcome.clone(),
+        last_error: action.last_error.clone(),
+        created_at: action.created_at,
+        updated_at: action.updated_at,
+    }
+}
+
+fn job_view(job: &JobRecord) -> Job {
+    let hooks = job
+        .hooks
+        .iter()
+        .enumerate()
+        .map(|(index, hook)| {
+            let staged = job.mode == JobMode::Batch;
+            let location = staging_of(job, index as u32, hook)
+                .ok()
+                .filter(|_| !hook.skipped)
+                .map(|staging| write_location(&hook.catalog.options, &staging, staged));
+            Hook {
+                index: index as u32,
+                kind: hook.kind,
+                target: Target {
+                    catalog: hook.catalog.name.to_string(),
+                    database: Some(hook.database.clone()),
+                    table: hook.table.clone(),
+                },
+                if_not_exists: hook.if_not_exists,
+                skipped: hook.skipped,
+                table: TableDefinition::from_properties(&hook.table_properties)
+                    .expect("stored properties were validated at submission"),
+                table_properties: hook.table_properties.clone(),
+                write_location: location,
+            }
+        })
+        .collect();
+    Job {
+        id: job.id.to_string(),
+        name: job.name.clone(),
+        mode: job.mode,
+        status: job.status,
+        statement: job.statement.clone(),
+        failure: job.failure.clone(),
+        hooks,
+        actions: job.actions.iter().map(action_view).collect(),
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+    }
+}
+
+fn invalid(field: String, code: &'static str, message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        code,
+        "Invalid job",
+        message.clone(),
+    )
+    .with_field(field, message)
+}
+
+fn fingerprint(request: &SubmitJob) -> String {
+    let canonical = serde_json::to_vec(request).expect("a request serializes");
+    Sha256::digest(canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// An existing job with the same id: the same one again (200), or a clash (409).
+fn resubmitted(existing: &JobRecord, fingerprint: &str) -> Result<Response, ApiError> {
+    if existing.fingerprint == fingerprint {
+        Ok(axum::Json(job_view(existing)).into_response())
+    } else {
+        Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "JOB_EXISTS",
+            "Job already exists",
+            format!("job '{}' exists with a different submission", existing.id),
+        ))
+    }
+}
+
+/// Submit a job: its hooks are checked against the live catalogs; nothing is created yet.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    tag = "jobs",
+    request_body = SubmitJob,
+    responses(
+        (status = 201, description = "Submitted; each hook says where the engine writes", body = Job,
+            headers(("location" = String, description = "The job's URL"))),
+        (status = 200, description = "The same submission again: the existing job", body = Job),
+        (status = 400, description = "`BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`JOB_EXISTS` (same id, different job), `TABLE_EXISTS` or `TARGET_MISSING`", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`BODY_INVALID`, `JOB_INVALID`, `CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND`, `TABLE_INVALID`, `TABLE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn submit_job(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<SubmitJob>,
+) -> Result<Response, ApiError> {
+    let id = match &request.id {
+        Some(id) => {
+            JobId::parse(id).map_err(|e| invalid("id".into(), "JOB_INVALID", e.to_string()))?
+        }
+        None => JobId::generate(),
+    };
+    if request.name.trim().is_empty() || request.name.chars().count() > 256 {
+        return Err(invalid(
+            "name".into(),
+            "JOB_INVALID",
+            "name must be 1 to 256 characters".into(),
+        ));
+    }
+    if request.hooks.is_empty() || request.hooks.len() > MAX_HOOKS {
+        return Err(invalid(
+            "hooks".into(),
+            "JOB_INVALID",
+            format!("a job has 1 to {MAX_HOOKS} hooks"),
+        ));
+    }
+    let fingerprint = fingerprint(&SubmitJob {
+        id: Some(id.to_string()),
+        ..request.clone()
+    });
+    if let Some(existing) = state.store.get_job(&id).await? {
+        return resubmitted(&existing, &fingerprint);
+    }
+    let mut hooks = Vec::with_capacity(request.hooks.len());
+    let mut targets = BTreeSet::new();
+    for (index, hook) in request.hooks.iter().enumerate() {
+        let checked = check_hook(&state, index, hook).await?;
+        if !targets.insert((
+            checked.catalog.name.clone(),
+            checked.database.clone(),
+            checked.table.clone(),
+        )) {
+            return Err(invalid(
+                format!("hooks[{index}].target"),
+                "JOB_INVALID",
+                "two hooks of one job name the same target".into(),
+            ));
+        }
+        hooks.push(checked);
+    }
+    let job = NewJob {
+        id,
+        name: request.name,
+        mode: request.mode,
+        statement: request.statement,
+        fingerprint,
+        hooks,
+    };
+    let record = match state.store.insert_job(&job).await {
+        Ok(record) => record,
+        Err(StoreError::JobExists(_)) => {
+            let existing = state
+                .store
+                .get_job(&job.id)
+                .await?
+                .ok_or_else(|| ApiError::internal("job vanished"))?;
+            return resubmitted(&existing, &job.fingerprint);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), "job submitted");
+    let mut headers = HeaderMap::new();
+    let location = format!("/v1/jobs/{}", record.id);
+    headers.insert(
+        header::LOCATION,
+        HeaderValue::from_str(&location).expect("job ids are hex"),
+    );
+    Ok((StatusCode::CREATED, headers, axum::Json(job_view(&record))).into_response())
+}
+
+/// Checks one hook against its live catalog and takes the catalog snapshot.
+async fn check_hook(
+    state: &AppState,
+    index: usize,
+    hook: &SubmitHook,
+) -> Result<NewHook, ApiError> {
+    let field = |name: &str| format!("hooks[{index}].{name}");
+    let catalog_name = CatalogName::parse(&hook.target.catalog)
+        .map_err(|e| invalid(field("target.catalog"), "NAME_INVALID", e.to_string()))?;
+    let record = state
+        .store
+        .get_catalog(&catalog_name)
+        .await?
+        .ok_or_else(|| {
+            invalid(
+                field("target.catalog"),
+                "CATALOG_NOT_FOUND",
+                format!("catalog '{catalog_name}' does not exist"),
+            )
+        })?;
+    let live = state.catalogs.get(&record).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "CATALOG_UNAVAILABLE",
+            "Catalog unavailable",
+            e.to_string(),
+        )
+    })?;
+    let database = hook
+        .target
+        .database
+        .clone()
+        .unwrap_or_else(|| live.default_database().to_owned());
+    ObjectName::parse("database name", &database)
+        .map_err(|e| invalid(field("target.database"), "NAME_INVALID", e.to_string()))?;
+    ObjectName::parse("table name", &hook.target.table)
+        .map_err(|e| invalid(field("target.table"), "NAME_INVALID", e.to_string()))?;
+    let definition = match (&hook.table, &hook.table_properties) {
+        (Some(table), None) => {
+            table
+                .validate()
+                .map_err(|e| invalid(field("table"), "TABLE_INVALID", e.to_string()))?;
+            table.clone()
+        }
+        (None, Some(properties)) => TableDefinition::from_properties(properties)
+            .map_err(|e| invalid(field("table_properties"), "TABLE_INVALID", e.to_string()))?,
+        _ => {
+            return Err(invalid(
+                field("table"),
+                "TABLE_INVALID",
+                "give the table either as 'table' or as 'table_properties', not both or neither"
+                    .into(),
+            ));
+        }
+    };
+    live.check_definition(&definition)
+        .map_err(|e| invalid(field("table"), "TABLE_UNSUPPORTED", e.to_string()))?;
+    if !live.list_databases().await?.contains(&database) {
+        return Err(invalid(
+            field("target.database"),
+            "DATABASE_NOT_FOUND",
+            format!("database '{database}' does not exist in catalog '{catalog_name}'"),
+        ));
+    }
+    let exists = live.table_exists(&database, &hook.target.table).await?;
+    let target = format!("{catalog_name}.{database}.{}", hook.target.table);
+    let skipped = match (hook.kind, exists) {
+        (HookKind::CreateTableAs, true) if hook.if_not_exists => true,
+        (HookKind::CreateTableAs, true) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "TABLE_EXISTS",
+                "Table already exists",
+                format!("target {target} already exists (set if_not_exists to skip it)"),
+            )
+            .with_field(field("target"), "already exists"));
+        }
+        (HookKind::ReplaceTableAs, false) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "TARGET_MISSING",
+                "Table to replace does not exist",
+                format!("target {target} does not exist; replace_table_as needs it"),
+            )
+            .with_field(field("target"), "does not exist"));
+        }
+        _ => false,
+    };
+    Ok(NewHook {
+        kind: hook.kind,
+        database,
+        table: hook.target.table.clone(),
+        if_not_exists: hook.if_not_exists,
+        skipped,
+        table_properties: definition.to_properties(),
+        catalog: record.descriptor,
+    })
+}
+
+fn path_job_id(job: &str) -> Result<JobId, ApiError> {
+    JobId::parse(job).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "JOB_ID_INVALID",
+            "Invalid job id",
+            e.to_string(),
+        )
+    })
+}
+
+/// A job: its hooks, where the engine writes, and its action ledger.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job}",
+    tag = "jobs",
+    params(("job" = String, Path, description = "Job id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The job", body = Job),
+        (status = 400, description = "`JOB_ID_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn get_job(
+    State(state): State<AppState>,
+    ApiPath(job): ApiPath<String>,
+) -> Result<axum::Json<Job>, ApiError> {
+    let id = path_job_id(&job)?;
+    let record = state
+        .store
+        .get_job(&id)
+        .await?
+        .ok_or(StoreError::JobNotFound(id.to_string()))?;
+    Ok(axum::Json(job_view(&record)))
+}
+
+/// Report a status change: moves the job, then runs the actions the status
+/// implies (create, begin, commit, abort) and answers with their results.
+/// Reporting the current status again changes nothing and answers the same.
+#[utoipa::path(
+    put,
+    path = "/v1/jobs/{job}/status",
+    tag = "jobs",
+    params(("job" = String, Path, description = "Job id (32 hex digits)")),
+    request_body = StatusReport,
+    responses(
+        (status = 200, description = "The job and the actions its status implied", body = StatusOutcome),
+        (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`TRANSITION_ILLEGAL`: the detail names the legal next statuses", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`BODY_INVALID` (e.g. an unknown status)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn report_status(
+    State(state): State<AppState>,
+    ApiPath(job): ApiPath<String>,
+    ApiJson(report): ApiJson<StatusReport>,
+) -> Result<axum::Json<StatusOutcome>, ApiError> {
+    let id = path_job_id(&job)?;
+    let (_, transition) = state
+        .store
+        .transition_job(&id, report.status, report.failure.as_deref())
+        .await?;
+    tracing::info!(job = %id, status = report.status.as_str(), ?transition, "status reported");
+    let record = state.hooks.run_job(&id).await?;
+    let actions_taken = record
+        .actions
+        .iter()
+        .filter(|a| a.trigger == record.status)
+        .map(action_view)
+        .collect();
+    Ok(axum::Json(StatusOutcome {
+        actions_taken,
+        job: job_view(&record),
+    }))
+}

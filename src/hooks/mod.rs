@@ -1,0 +1,255 @@
+//! Runs the actions recorded in the ledger.
+//!
+//! A status change records its actions in the same transaction (see the
+//! store); this module then carries them out: right away for the job whose
+//! status changed, and in a loop that resumes whatever is due, after a crash
+//! or a failed attempt. Every action checks the world before acting (the
+//! catalogs' `begin`/`commit`/`abort` are idempotent), so running one twice
+//! publishes nothing twice. Catalogs are rebuilt from each hook's snapshot.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::Mutex;
+
+use crate::catalog::{
+    Catalog, CatalogError, CommitOutcome, LiveCatalogs, Publish, Staging, StagingKey,
+};
+use crate::domain::hook::{ActionRecord, ActionResult, HookKind, JobRecord, NewHook};
+use crate::domain::job::{HookAction, JobId};
+use crate::domain::table::TableDefinition;
+use crate::store::{Store, StoreError};
+
+/// How long a claimed action is reserved for its runner.
+const LEASE: Duration = Duration::from_secs(60);
+/// How long a status report waits for actions that another runner holds.
+const WAIT_FOR_OTHERS: Duration = Duration::from_secs(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct HookRunner {
+    store: Arc<dyn Store>,
+    catalogs: Arc<LiveCatalogs>,
+    /// Catalogs opened from a snapshot that no longer matches the registered
+    /// catalog (altered or dropped since submission).
+    snapshots: Mutex<HashMap<String, Arc<dyn Catalog>>>,
+}
+
+impl HookRunner {
+    pub fn new(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>) -> Self {
+        Self {
+            store,
+            catalogs,
+            snapshots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs `job`'s due actions now, then waits (briefly) for any that
+    /// another runner holds, so a status report answers with their results.
+    pub async fn run_job(&self, job: &JobId) -> Result<JobRecord, StoreError> {
+        let deadline = tokio::time::Instant::now() + WAIT_FOR_OTHERS;
+        loop {
+            let claimed = self.store.claim_due_actions(Some(job), LEASE, 16).await?;
+            if !claimed.is_empty() {
+                self.run(claimed).await?;
+                continue;
+            }
+            let record = self
+                .store
+                .get_job(job)
+                .await?
+                .ok_or_else(|| StoreError::JobNotFound(job.to_string()))?;
+            let held_elsewhere = record.actions.iter().any(|a| a.in_progress);
+            if !held_elsewhere || tokio::time::Instant::now() >= deadline {
+                return Ok(record);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Runs every due action of every job; returns how many ran.
+    pub async fn run_due(&self) -> Result<usize, StoreError> {
+        let mut total = 0;
+        loop {
+            let claimed = self.store.claim_due_actions(None, LEASE, 32).await?;
+            if claimed.is_empty() {
+                return Ok(total);
+            }
+            total += claimed.len();
+            self.run(claimed).await?;
+        }
+    }
+
+    /// Resumes due actions every `period`, until the process ends.
+    pub fn spawn_resumer(self: Arc<Self>, period: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            loop {
+                ticks.tick().await;
+                if let Err(error) = self.run_due().await {
+                    tracing::warn!(%error, "resuming hook actions failed; will retry");
+                }
+            }
+        })
+    }
+
+    async fn run(&self, actions: Vec<ActionRecord>) -> Result<(), StoreError> {
+        let mut jobs: HashMap<JobId, JobRecord> = HashMap::new();
+        for action in actions {
+            if !jobs.contains_key(&action.job_id) {
+                let job = self.store.get_job(&action.job_id).await?;
+                let Some(job) = job else { continue };
+                jobs.insert(action.job_id.clone(), job);
+            }
+            let job = &jobs[&action.job_id];
+            let result = self.execute(job, &action).await;
+            match &result {
+                ActionResult::Done { outcome } => {
+                    tracing::info!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), outcome, "hook action done")
+                }
+                ActionResult::Retry { error, .. } => {
+                    tracing::warn!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), %error, "hook action will be retried")
+                }
+                ActionResult::Failed { error } => {
+                    tracing::warn!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), %error, "hook action failed")
+                }
+            }
+            self.store.record_action(action.id, &result).await?;
+        }
+        Ok(())
+    }
+
+    async fn execute(&self, job: &JobRecord, action: &ActionRecord) -> ActionResult {
+        let Some(hook) = job.hooks.get(action.hook_index as usize) else {
+            return ActionResult::Failed {
+                error: format!("job has no hook {}", action.hook_index),
+            };
+        };
+        let staging = match staging_of(job, action.hook_index, hook) {
+            Ok(staging) => staging,
+            Err(error) => return ActionResult::Failed { error },
+        };
+        let catalog = match self.catalog_for(hook).await {
+            Ok(catalog) => catalog,
+            Err(error) => return retry(action, error),
+        };
+        let outcome = match action.action {
+            HookAction::Create => catalog.create_table(&staging).await.map(|created| {
+                if created {
+                    "created"
+                } else {
+                    "already existed"
+                }
+            }),
+            HookAction::Begin => catalog.begin(&staging).await.map(|()| "staged"),
+            HookAction::Abort => catalog.abort(&staging).await.map(|()| "aborted"),
+            HookAction::Commit => match self.commit(catalog.as_ref(), hook, &staging).await {
+                Ok(outcome) => Ok(outcome),
+                Err(
+                    conflict @ (CatalogError::TableExists { .. }
+                    | CatalogError::TableNotFound { .. }),
+                ) => {
+                    // Someone changed the target since submission: the
+                    // staging is discarded and the job shows why.
+                    return match catalog.abort(&staging).await {
+                        Ok(()) => ActionResult::Failed {
+                            error: format!("conflict at commit: {conflict}; staging discarded"),
+                        },
+                        Err(e) => retry(action, e.to_string()),
+                    };
+                }
+                Err(other) => Err(other),
+            },
+        };
+        match outcome {
+            Ok(outcome) => ActionResult::Done {
+                outcome: outcome.to_owned(),
+            },
+            Err(CatalogError::Unavailable(error)) => retry(action, error),
+            Err(other) => ActionResult::Failed {
+                error: other.to_string(),
+            },
+        }
+    }
+
+    async fn commit(
+        &self,
+        catalog: &dyn Catalog,
+        hook: &NewHook,
+        staging: &Staging,
+    ) -> Result<&'static str, CatalogError> {
+        let publish = match hook.kind {
+            HookKind::CreateTableAs => Publish::Create,
+            HookKind::ReplaceTableAs => Publish::Replace,
+            HookKind::CreateOrReplaceTableAs => {
+                if catalog
+                    .table_exists(&staging.database, &staging.table)
+                    .await?
+                {
+                    Publish::Replace
+                } else {
+                    Publish::Create
+                }
+            }
+        };
+        Ok(match catalog.commit(staging, publish).await? {
+            CommitOutcome::Committed => "committed",
+            CommitOutcome::AlreadyCommitted => "already committed",
+        })
+    }
+
+    /// The registered catalog when it still matches the snapshot (so an
+    /// in-memory catalog is the same one users browse), else one opened
+    /// from the snapshot.
+    async fn catalog_for(&self, hook: &NewHook) -> Result<Arc<dyn Catalog>, String> {
+        let snapshot = &hook.catalog;
+        let registered = self
+            .store
+            .get_catalog(&snapshot.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(record) = registered.filter(|r| r.descriptor.options == snapshot.options) {
+            return self.catalogs.get(&record).await.map_err(|e| e.to_string());
+        }
+        let key = format!(
+            "{}:{:?}",
+            snapshot.name,
+            snapshot.options.iter_plain().collect::<Vec<_>>()
+        );
+        if let Some(catalog) = self.snapshots.lock().await.get(&key) {
+            return Ok(catalog.clone());
+        }
+        let catalog = self
+            .catalogs
+            .registry()
+            .open(&snapshot.name, &snapshot.options)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.snapshots.lock().await.insert(key, catalog.clone());
+        Ok(catalog)
+    }
+}
+
+/// The staging of hook `index` of `job`.
+pub fn staging_of(job: &JobRecord, index: u32, hook: &NewHook) -> Result<Staging, String> {
+    let key = StagingKey::new(job.id.as_str(), index)
+        .ok_or_else(|| format!("job id {} is not 32 hex digits", job.id))?;
+    let definition =
+        TableDefinition::from_properties(&hook.table_properties).map_err(|e| e.to_string())?;
+    Ok(Staging {
+        key,
+        database: hook.database.clone(),
+        table: hook.table.clone(),
+        definition,
+    })
+}
+
+/// Try again later: 0.5 s, 1 s, 2 s, ... up to 30 s between attempts.
+fn retry(action: &ActionRecord, error: String) -> ActionResult {
+    let exponent = action.attempts.saturating_sub(1).min(10);
+    let backoff = (Duration::from_millis(500) * 2u32.pow(exponent)).min(MAX_BACKOFF);
+    let retry_at =
+        Utc::now() + chrono::Duration::from_std(backoff).unwrap_or(chrono::Duration::seconds(30));
+    ActionResult::Retry { error, retry_at }
+}

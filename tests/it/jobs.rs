@@ -1,0 +1,483 @@
+//! Jobs over HTTP on every catalog type: the status report runs the hooks,
+//! and the effect is checked in the external system.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Reply, TestApp};
+use crate::staging::world_options;
+
+fn orders_table() -> Value {
+    json!({"columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "note", "type": "VARCHAR(20)"}]})
+}
+
+async fn submit(app: &TestApp, mode: &str, kind: &str, database: &str, table: &str) -> Reply {
+    let body = json!({
+        "name": "ctas",
+        "mode": mode,
+        "hooks": [{"kind": kind, "target": {"catalog": "c", "database": database, "table": table}, "table": orders_table()}]
+    });
+    app.post("/v1/jobs", &body).await
+}
+
+async fn report(app: &TestApp, job: &str, status: &str) -> Reply {
+    let url = app.url(&format!("/v1/jobs/{job}/status"));
+    Reply::from(
+        app.client
+            .put(url)
+            .json(&json!({"status": status}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn report_all(app: &TestApp, job: &str, statuses: &[&str]) -> Reply {
+    let mut last = None;
+    for status in statuses {
+        let reply = report(app, job, status).await;
+        assert_eq!(reply.status, 200, "{status}: {}", reply.text);
+        last = Some(reply);
+    }
+    last.unwrap()
+}
+
+/// The name of the table or directory the engine writes into.
+fn write_name(job: &Value) -> String {
+    job["hooks"][0]["write_location"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn app_on(options: &Value) -> TestApp {
+    let app = TestApp::spawn().await;
+    let registered = app.register("c", options.clone()).await;
+    assert_eq!(registered.status, 201, "{}", registered.text);
+    app
+}
+
+#[tokio::test]
+async fn a_batch_job_publishes_its_rows_on_finished_everywhere() {
+    for (world, options, database) in world_options().await {
+        let app = app_on(&options).await;
+        let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
+        assert_eq!(job.status, 201, "{}", job.text);
+        let id = job.body["id"].as_str().unwrap().to_owned();
+
+        let created = report(&app, &id, "CREATED").await;
+        let staging = write_name(&created.body["job"]);
+        assert_eq!(created.body["actions_taken"][0]["action"], "begin");
+        assert_eq!(
+            created.body["actions_taken"][0]["state"], "done",
+            "{}",
+            created.text
+        );
+        assert_eq!(
+            world.ids(&staging).await,
+            Some(vec![]),
+            "the staging exists"
+        );
+        assert_eq!(world.ids("orders").await, None, "the target does not, yet");
+        world.insert(&staging, &[1, 2, 3]).await;
+        let finished = report_all(&app, &id, &["RUNNING", "FINISHED"]).await;
+
+        assert_eq!(finished.body["actions_taken"][0]["action"], "commit");
+        assert_eq!(
+            finished.body["actions_taken"][0]["outcome"], "committed",
+            "{}",
+            finished.text
+        );
+        assert_eq!(world.ids("orders").await, Some(vec![1, 2, 3]));
+        assert_eq!(world.ids(&staging).await, None, "the staging is gone");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_or_cancelled_batch_job_leaves_no_target_and_no_staging() {
+    for (world, options, database) in world_options().await {
+        let app = app_on(&options).await;
+        for ending in [
+            &["RUNNING", "FAILED"][..],
+            &["RUNNING", "CANCELLING", "CANCELED"][..],
+        ] {
+            let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
+            let id = job.body["id"].as_str().unwrap().to_owned();
+            let created = report(&app, &id, "CREATED").await;
+            let staging = write_name(&created.body["job"]);
+            world.insert(&staging, &[1]).await;
+
+            let ended = report_all(&app, &id, ending).await;
+
+            assert_eq!(
+                ended.body["actions_taken"][0]["action"], "abort",
+                "{}",
+                ended.text
+            );
+            assert_eq!(ended.body["actions_taken"][0]["state"], "done");
+            assert_eq!(world.ids(&staging).await, None);
+            assert_eq!(world.ids("orders").await, None);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_table_appears_on_created_and_stays_when_the_job_fails() {
+    for (world, options, database) in world_options().await {
+        let app = app_on(&options).await;
+        let job = submit(&app, "streaming", "create_table_as", &database, "events").await;
+        let id = job.body["id"].as_str().unwrap().to_owned();
+
+        let created = report(&app, &id, "CREATED").await;
+        assert_eq!(
+            created.body["actions_taken"][0]["outcome"], "created",
+            "{}",
+            created.text
+        );
+        assert_eq!(
+            write_name(&created.body["job"]),
+            "events",
+            "a streaming job writes into the target"
+        );
+        world.insert("events", &[5]).await;
+        report_all(&app, &id, &["RUNNING", "FAILED"]).await;
+
+        assert_eq!(world.ids("events").await, Some(vec![5]));
+    }
+}
+
+#[tokio::test]
+async fn a_replacement_shows_old_rows_until_finished_and_new_rows_after() {
+    for (world, options, database) in world_options().await {
+        let app = app_on(&options).await;
+        let first = submit(&app, "batch", "create_table_as", &database, "orders").await;
+        let first_id = first.body["id"].as_str().unwrap().to_owned();
+        let created = report(&app, &first_id, "CREATED").await;
+        world
+            .insert(&write_name(&created.body["job"]), &[1, 2])
+            .await;
+        report_all(&app, &first_id, &["RUNNING", "FINISHED"]).await;
+
+        let second = submit(&app, "batch", "replace_table_as", &database, "orders").await;
+        assert_eq!(second.status, 201, "{}", second.text);
+        let id = second.body["id"].as_str().unwrap().to_owned();
+        let created = report(&app, &id, "CREATED").await;
+        world
+            .insert(&write_name(&created.body["job"]), &[8, 9])
+            .await;
+        report(&app, &id, "RUNNING").await;
+        assert_eq!(
+            world.ids("orders").await,
+            Some(vec![1, 2]),
+            "readers see the old rows meanwhile"
+        );
+
+        let finished = report(&app, &id, "FINISHED").await;
+
+        assert_eq!(
+            finished.body["actions_taken"][0]["outcome"], "committed",
+            "{}",
+            finished.text
+        );
+        assert_eq!(world.ids("orders").await, Some(vec![8, 9]));
+    }
+}
+
+#[tokio::test]
+async fn repeated_and_concurrent_reports_commit_once_and_answer_the_same() {
+    let (world, options, database) = world_options().await.into_iter().next().unwrap();
+    let app = app_on(&options).await;
+    let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    let first = report(&app, &id, "CREATED").await;
+    let again = report(&app, &id, "CREATED").await;
+    assert_eq!(
+        again.body, first.body,
+        "CREATED twice (a JobManager failover) changes nothing"
+    );
+    world.insert(&write_name(&first.body["job"]), &[1, 2]).await;
+    report(&app, &id, "RUNNING").await;
+
+    let reports = (0..20).map(|_| {
+        let (client, url) = (
+            app.client.clone(),
+            app.url(&format!("/v1/jobs/{id}/status")),
+        );
+        tokio::spawn(async move {
+            Reply::from(
+                client
+                    .put(url)
+                    .json(&json!({"status": "FINISHED"}))
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        })
+    });
+    let mut answers = Vec::new();
+    for report in reports {
+        answers.push(report.await.unwrap());
+    }
+
+    for answer in &answers {
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        assert_eq!(
+            answer.body, answers[0].body,
+            "every report gets the same answer"
+        );
+    }
+    let commits: Vec<&Value> = answers[0].body["job"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "commit")
+        .collect();
+    assert_eq!(commits.len(), 1);
+    assert_eq!(commits[0]["outcome"], "committed");
+    assert_eq!(world.ids("orders").await, Some(vec![1, 2]));
+    let late = report(&app, &id, "FINISHED").await;
+    assert_eq!(
+        late.body, answers[0].body,
+        "FINISHED reported again later: the same answer"
+    );
+}
+
+#[tokio::test]
+async fn leaving_a_terminal_status_is_refused_naming_the_legal_moves() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = submit(&app, "batch", "create_table_as", "default", "t").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+
+    let early = report(&app, &id, "FINISHED").await;
+    report_all(&app, &id, &["CREATED", "RUNNING", "FINISHED"]).await;
+    let after = report(&app, &id, "RUNNING").await;
+
+    early.assert_problem(409, "TRANSITION_ILLEGAL");
+    assert!(
+        early
+            .detail()
+            .contains("legal next statuses: CREATED, CANCELLING, CANCELED, FAILED, SUSPENDED"),
+        "{}",
+        early.detail()
+    );
+    after.assert_problem(409, "TRANSITION_ILLEGAL");
+    assert!(
+        after
+            .detail()
+            .contains("FINISHED, which is globally terminal"),
+        "{}",
+        after.detail()
+    );
+    report(&app, &id, "BOGUS")
+        .await
+        .assert_problem(422, "BODY_INVALID");
+    report(&app, "0123", "CREATED")
+        .await
+        .assert_problem(400, "JOB_ID_INVALID");
+    report(&app, &"a".repeat(32), "CREATED")
+        .await
+        .assert_problem(404, "JOB_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn an_in_memory_table_is_published_into_the_registered_catalog() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = submit(&app, "batch", "create_table_as", "default", "orders").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    report(&app, &id, "CREATED").await;
+    assert_eq!(
+        app.get("/v1/catalogs/c/databases/default/tables")
+            .await
+            .body["tables"],
+        json!([])
+    );
+
+    report_all(&app, &id, &["RUNNING", "FINISHED"]).await;
+
+    let table = app
+        .get("/v1/catalogs/c/databases/default/tables/orders")
+        .await;
+    assert_eq!(table.status, 200, "{}", table.text);
+    assert_eq!(table.body["columns"][0]["name"], "id");
+}
+
+#[tokio::test]
+async fn submission_checks_targets_and_types_before_anything_is_created() {
+    let app = TestApp::spawn().await;
+    let dir = app.scratch("lite");
+    crate::helpers::sqlite_database(&dir, "main", "CREATE TABLE existing (x INT)").await;
+    app.register("c", json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()), "default-database": "main"}))
+        .await;
+    let hook = |kind: &str, table: &str, columns: Value| json!({"name": "j", "mode": "batch", "hooks": [{"kind": kind, "target": {"catalog": "c", "table": table}, "table": {"columns": columns}}]});
+    let ok_columns = json!([{"name": "id", "type": "BIGINT"}]);
+
+    app.post(
+        "/v1/jobs",
+        &hook("create_table_as", "existing", ok_columns.clone()),
+    )
+    .await
+    .assert_problem(409, "TABLE_EXISTS");
+    app.post(
+        "/v1/jobs",
+        &hook("replace_table_as", "absent", ok_columns.clone()),
+    )
+    .await
+    .assert_problem(409, "TARGET_MISSING");
+    let unsupported = app
+        .post(
+            "/v1/jobs",
+            &hook(
+                "create_table_as",
+                "t",
+                json!([{"name": "price", "type": "DECIMAL(30, 2)"}]),
+            ),
+        )
+        .await;
+    unsupported.assert_problem(422, "TABLE_UNSUPPORTED");
+    assert!(
+        unsupported.detail().contains("column 'price'"),
+        "{}",
+        unsupported.detail()
+    );
+    app.post(
+        "/v1/jobs",
+        &hook(
+            "create_table_as",
+            "t",
+            json!([{"name": "x", "type": "BIGGINT"}]),
+        ),
+    )
+    .await
+    .assert_problem(422, "TABLE_INVALID");
+    let mut unknown = hook("create_table_as", "t", ok_columns.clone());
+    unknown["hooks"][0]["target"]["catalog"] = json!("nope");
+    app.post("/v1/jobs", &unknown)
+        .await
+        .assert_problem(422, "CATALOG_NOT_FOUND");
+
+    let mut skip = hook("create_table_as", "existing", ok_columns);
+    skip["hooks"][0]["if_not_exists"] = json!(true);
+    let skipped = app.post("/v1/jobs", &skip).await;
+    assert_eq!(skipped.status, 201, "{}", skipped.text);
+    assert_eq!(skipped.body["hooks"][0]["skipped"], true);
+    let id = skipped.body["id"].as_str().unwrap();
+    let created = report(&app, id, "CREATED").await;
+    assert_eq!(
+        created.body["actions_taken"],
+        json!([]),
+        "a skipped hook takes no action"
+    );
+    assert_eq!(
+        app.get("/v1/catalogs/c/databases/main/tables").await.body["tables"],
+        json!([{"name": "existing"}])
+    );
+}
+
+#[tokio::test]
+async fn resubmitting_the_same_id_returns_the_job_and_a_different_body_conflicts() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let id = "00112233445566778899aabbccddeeff";
+    let body = json!({"id": id, "name": "j", "mode": "batch",
+        "hooks": [{"kind": "create_table_as", "target": {"catalog": "c", "table": "t"}, "table": orders_table()}]});
+
+    let first = app.post("/v1/jobs", &body).await;
+    let again = app.post("/v1/jobs", &body).await;
+    let mut different = body.clone();
+    different["name"] = json!("other");
+    let clash = app.post("/v1/jobs", &different).await;
+
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert_eq!(first.headers["location"], format!("/v1/jobs/{id}"));
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body, first.body);
+    clash.assert_problem(409, "JOB_EXISTS");
+}
+
+#[tokio::test]
+async fn a_property_map_as_flink_writes_it_comes_back_identical() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let properties = json!({
+        "schema.0.name": "id", "schema.0.data-type": "BIGINT NOT NULL", "schema.0.comment": "order id",
+        "schema.1.name": "ts", "schema.1.data-type": "TIMESTAMP(3)",
+        "schema.2.name": "day", "schema.2.data-type": "VARCHAR(2147483647)", "schema.2.expr": "DATE_FORMAT(`ts`, 'yyyy-MM-dd')",
+        "schema.watermark.0.rowtime": "ts", "schema.watermark.0.strategy.expr": "`ts` - INTERVAL '5' SECOND",
+        "schema.watermark.0.strategy.data-type": "TIMESTAMP(3)",
+        "schema.primary-key.name": "PK_id", "schema.primary-key.columns": "id",
+        "partition.keys.0.name": "day", "comment": "orders", "connector": "filesystem"
+    });
+    let body = json!({"name": "j", "mode": "streaming",
+        "hooks": [{"kind": "create_table_as", "target": {"catalog": "c", "table": "t"}, "table_properties": properties}]});
+
+    let submitted = app.post("/v1/jobs", &body).await;
+    assert_eq!(submitted.status, 201, "{}", submitted.text);
+    let read = app
+        .get(&format!(
+            "/v1/jobs/{}",
+            submitted.body["id"].as_str().unwrap()
+        ))
+        .await;
+
+    assert_eq!(read.body["hooks"][0]["table_properties"], properties);
+    assert_eq!(
+        read.body["hooks"][0]["table"]["columns"][2]["expr"],
+        "DATE_FORMAT(`ts`, 'yyyy-MM-dd')"
+    );
+}
+
+#[tokio::test]
+async fn a_finished_job_whose_commit_never_ran_is_published_after_a_restart_without_any_request() {
+    let (world, options, database) = world_options().await.into_iter().next().unwrap();
+    let app = app_on(&options).await;
+    let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    let created = report_all(&app, &id, &["CREATED", "RUNNING"]).await;
+    world
+        .insert(&write_name(&created.body["job"]), &[4, 5])
+        .await;
+    let store = app.store().await;
+    let app = app.stop_keeping_store().await;
+
+    // As if the process died right after storing FINISHED: the commit is in
+    // the ledger, and nothing ran it.
+    let job_id = ctasd::domain::job::JobId::parse(&id).unwrap();
+    store
+        .transition_job(&job_id, ctasd::domain::job::JobStatus::Finished, None)
+        .await
+        .unwrap();
+    assert_eq!(world.ids("orders").await, None);
+    let app = app.start_again().await;
+
+    let mut published = None;
+    for _ in 0..100 {
+        published = world.ids("orders").await;
+        if published.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        published,
+        Some(vec![4, 5]),
+        "published by the resumer alone"
+    );
+    let job = app.get(&format!("/v1/jobs/{id}")).await;
+    let commits: Vec<&Value> = job.body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "commit")
+        .collect();
+    assert_eq!(commits.len(), 1);
+    assert_eq!(commits[0]["state"], "done");
+}
