@@ -9,25 +9,20 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::{AppState, page};
 use crate::domain::catalog::check_comment;
 use crate::domain::{
     CatalogAlteration, CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord, ObjectName,
 };
 use crate::store::StoreError;
-
-pub const DEFAULT_PAGE_SIZE: u32 = 100;
-pub const MAX_PAGE_SIZE: u32 = 1000;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -333,65 +328,20 @@ async fn list_catalogs(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<PageParams>,
 ) -> Result<axum::Json<CatalogPage>, ApiError> {
-    let page_size = params.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-    if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "QUERY_INVALID",
-            "Invalid query string",
-            format!("page_size must be between 1 and {MAX_PAGE_SIZE}"),
-        )
-        .with_field(
-            "page_size",
-            format!("must be between 1 and {MAX_PAGE_SIZE}"),
-        ));
-    }
-    let after = params
-        .page_token
-        .as_deref()
-        .map(decode_page_token)
-        .transpose()?;
-    let mut records = state
-        .store
-        .list_catalogs(after.as_ref(), page_size + 1)
-        .await?;
-    let next_page_token = if records.len() > page_size as usize {
-        records.truncate(page_size as usize);
-        records
-            .last()
-            .map(|r| encode_page_token(&r.descriptor.name))
-    } else {
-        None
+    let size = page::page_size(params.page_size)?;
+    let after = match params.page_token.as_deref() {
+        Some(token) => Some(page::decode_token("c", token, |name| {
+            CatalogName::parse(name).ok()
+        })?),
+        None => None,
     };
+    let records = state.store.list_catalogs(after.as_ref(), size + 1).await?;
+    let (records, next_page_token) =
+        page::split_page(records, size, |r| r.descriptor.name.to_string(), "c");
     Ok(axum::Json(CatalogPage {
         catalogs: records.iter().map(Catalog::from).collect(),
         next_page_token,
     }))
-}
-
-/// Page tokens are opaque to clients: a version tag and the last name seen.
-fn encode_page_token(last: &CatalogName) -> String {
-    URL_SAFE_NO_PAD.encode(format!("c1:{last}"))
-}
-
-fn decode_page_token(token: &str) -> Result<CatalogName, ApiError> {
-    URL_SAFE_NO_PAD
-        .decode(token)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|text| {
-            text.strip_prefix("c1:")
-                .and_then(|name| CatalogName::parse(name).ok())
-        })
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "PAGE_TOKEN_INVALID",
-                "Invalid page token",
-                "page_token is not a token this server issued; start again without it",
-            )
-            .with_field("page_token", "not a token this server issued")
-        })
 }
 
 /// A catalog's descriptor; secrets are shown as `******`.

@@ -18,11 +18,12 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::AppState;
 use super::error::{ApiError, Problem};
+use super::extract::ApiQuery;
 use super::extract::{ApiJson, ApiPath};
+use super::{AppState, page};
 use crate::catalog::{WriteLocation, write_location};
-use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, NewJob};
+use crate::domain::hook::{ActionRecord, HookKind, JobFilter, JobRecord, NewHook, NewJob};
 use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogName, ObjectName};
@@ -33,9 +34,10 @@ const MAX_HOOKS: usize = 64;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(submit_job))
+        .routes(routes!(submit_job, list_jobs))
         .routes(routes!(get_job))
         .routes(routes!(report_status))
+        .routes(routes!(job_events))
 }
 
 /// A target table: `catalog.database.table`; the catalog's default
@@ -519,5 +521,156 @@ async fn report_status(
     Ok(axum::Json(StatusOutcome {
         actions_taken,
         job: job_view(&record),
+    }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListJobsParams {
+    /// Only jobs in this status.
+    pub status: Option<JobStatus>,
+    /// Only jobs with a hook on this catalog.
+    pub catalog: Option<String>,
+    /// Jobs per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub page_size: Option<u32>,
+    /// `next_page_token` of the previous page.
+    pub page_token: Option<String>,
+}
+
+/// One page of jobs, ordered by id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobPage {
+    pub jobs: Vec<Job>,
+    /// Pass as `page_token` to get the next page; absent on the last page.
+    pub next_page_token: Option<String>,
+}
+
+/// List jobs, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    tag = "jobs",
+    params(ListJobsParams),
+    responses(
+        (status = 200, description = "One page of jobs", body = JobPage),
+        (status = 400, description = "`QUERY_INVALID` or `PAGE_TOKEN_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn list_jobs(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListJobsParams>,
+) -> Result<axum::Json<JobPage>, ApiError> {
+    let size = page::page_size(params.page_size)?;
+    let after = match params.page_token.as_deref() {
+        Some(token) => Some(page::decode_token("j", token, |id| JobId::parse(id).ok())?),
+        None => None,
+    };
+    let filter = JobFilter {
+        status: params.status,
+        catalog: params.catalog,
+    };
+    let jobs = state
+        .store
+        .list_jobs(&filter, after.as_ref(), size + 1)
+        .await?;
+    let (jobs, next_page_token) = page::split_page(jobs, size, |j| j.id.to_string(), "j");
+    Ok(axum::Json(JobPage {
+        jobs: jobs.iter().map(job_view).collect(),
+        next_page_token,
+    }))
+}
+
+/// One event in a job's history.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobEvent {
+    /// The job reached a status.
+    Status {
+        at: DateTime<Utc>,
+        from: Option<JobStatus>,
+        to: JobStatus,
+        failure: Option<String>,
+    },
+    /// An action was recorded (pending) or finished (done, failed).
+    Action {
+        at: DateTime<Utc>,
+        hook: u32,
+        action: HookAction,
+        state: ActionState,
+        attempts: u32,
+        outcome: Option<String>,
+        last_error: Option<String>,
+    },
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobEvents {
+    pub events: Vec<JobEvent>,
+}
+
+/// A job's status history and action results, oldest first.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{job}/events",
+    tag = "jobs",
+    params(("job" = String, Path, description = "Job id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Events, oldest first", body = JobEvents),
+        (status = 400, description = "`JOB_ID_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn job_events(
+    State(state): State<AppState>,
+    ApiPath(job): ApiPath<String>,
+) -> Result<axum::Json<JobEvents>, ApiError> {
+    let id = path_job_id(&job)?;
+    let record = state
+        .store
+        .get_job(&id)
+        .await?
+        .ok_or(StoreError::JobNotFound(id.to_string()))?;
+    let history = state.store.status_history(&id).await?;
+    // (time, order within the same instant, event): a status comes before the
+    // actions it recorded.
+    let mut events: Vec<(DateTime<Utc>, u8, i64, JobEvent)> = history
+        .into_iter()
+        .enumerate()
+        .map(|(i, change)| {
+            let event = JobEvent::Status {
+                at: change.at,
+                from: change.from,
+                to: change.to,
+                failure: change.failure,
+            };
+            (change.at, 0, i as i64, event)
+        })
+        .collect();
+    for action in &record.actions {
+        let at = if action.state == ActionState::Pending {
+            action.created_at
+        } else {
+            action.updated_at
+        };
+        let event = JobEvent::Action {
+            at,
+            hook: action.hook_index,
+            action: action.action,
+            state: action.state,
+            attempts: action.attempts,
+            outcome: action.outcome.clone(),
+            last_error: action.last_error.clone(),
+        };
+        events.push((at, 1, action.id, event));
+    }
+    events.sort_by_key(|e| (e.0, e.1, e.2));
+    Ok(axum::Json(JobEvents {
+        events: events.into_iter().map(|(_, _, _, e)| e).collect(),
     }))
 }

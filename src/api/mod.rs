@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod jobs;
+pub mod page;
 
 use std::sync::Arc;
 use std::time::Duration;

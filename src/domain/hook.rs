@@ -118,3 +118,21 @@ pub enum ActionResult {
         error: String,
     },
 }
+
+/// One status a job reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusChange {
+    /// `None` for the status the job was submitted with.
+    pub from: Option<JobStatus>,
+    pub to: JobStatus,
+    pub failure: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// Which jobs to list.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub status: Option<JobStatus>,
+    /// Jobs with a hook on this catalog.
+    pub catalog: Option<String>,
+}

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
-use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook};
+use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, StatusChange};
 use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition, plan};
 use crate::domain::options::is_sensitive;
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord};
@@ -292,4 +292,24 @@ pub(crate) fn check_transition(
         .parse()
         .map_err(|_| corrupt("status of job", id.as_str()))?;
     current.transition_to(to).map_err(StoreError::Transition)
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct TransitionRow {
+    pub from_status: Option<String>,
+    pub to_status: String,
+    pub failure: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+impl TransitionRow {
+    pub fn decode(self) -> Result<StatusChange, StoreError> {
+        let status = |s: &str| s.parse::<JobStatus>().map_err(|_| corrupt("status", s));
+        Ok(StatusChange {
+            from: self.from_status.as_deref().map(status).transpose()?,
+            to: status(&self.to_status)?,
+            failure: self.failure,
+            at: self.at,
+        })
+    }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::hook::{ActionRecord, ActionResult, JobRecord, NewJob};
+use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobStatus, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 pub use secrets::Keyring;
@@ -124,6 +124,17 @@ pub trait Store: Send + Sync {
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<ActionRecord>, StoreError>;
+
+    /// Jobs ordered by id, strictly after `after`, that match `filter`.
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// Every status the job reached, oldest first.
+    async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError>;
 
     /// Records how an attempt ended and releases the lease.
     async fn record_action(&self, id: i64, result: &ActionResult) -> Result<(), StoreError>;

@@ -19,10 +19,10 @@ use super::codec::{
     update_missed,
 };
 use super::codec::{
-    ActionRow, HookRow, JobRow, check_transition, job_insert_failed, planned_actions,
+    ActionRow, HookRow, JobRow, TransitionRow, check_transition, job_insert_failed, planned_actions,
 };
 use super::{Keyring, Store, StoreError};
-use crate::domain::hook::{ActionRecord, ActionResult, JobRecord, NewJob};
+use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 
@@ -218,6 +218,15 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| job_insert_failed(&job.id, e))?;
+        sqlx::query(
+            "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at) \
+             VALUES (?1, NULL, 'INITIALIZING', NULL, ?2)",
+        )
+        .bind(job.id.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
         for (index, hook) in job.hooks.iter().enumerate() {
             let (plain, sealed) = encode_options(&hook.catalog.options, &self.keyring);
             sqlx::query(
@@ -309,6 +318,18 @@ impl Store for SqliteStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::from_sqlx)?;
+            sqlx::query(
+                "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .bind(id.as_str())
+            .bind(&status)
+            .bind(to.as_str())
+            .bind(failure)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
             let hooks: Vec<(i64, bool)> = sqlx::query_as(
                 "SELECT hook_index, skipped FROM hooks WHERE job_id = ?1 ORDER BY hook_index",
             )
@@ -404,5 +425,44 @@ impl Store for SqliteStore {
             .await
             .map_err(StoreError::from_sqlx)?;
         Ok(())
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT j.id FROM jobs j WHERE j.id > ?1 \
+               AND (?2 IS NULL OR j.status = ?2) \
+               AND (?3 IS NULL OR EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = ?3)) \
+             ORDER BY j.id LIMIT ?4",
+        )
+        .bind(after.map(JobId::as_str).unwrap_or(""))
+        .bind(filter.status.map(JobStatus::as_str))
+        .bind(filter.catalog.as_deref())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let mut jobs = Vec::with_capacity(ids.len());
+        for id in ids {
+            let id = JobId::parse(&id).map_err(|e| StoreError::Internal(e.to_string()))?;
+            // A job deleted meanwhile is simply not listed.
+            jobs.extend(self.get_job(&id).await?);
+        }
+        Ok(jobs)
+    }
+
+    async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError> {
+        let rows: Vec<TransitionRow> = sqlx::query_as(
+            "SELECT from_status, to_status, failure, at FROM job_transitions WHERE job_id = ?1 ORDER BY id",
+        )
+        .bind(id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        rows.into_iter().map(TransitionRow::decode).collect()
     }
 }

@@ -481,3 +481,117 @@ async fn a_finished_job_whose_commit_never_ran_is_published_after_a_restart_with
     assert_eq!(commits.len(), 1);
     assert_eq!(commits[0]["state"], "done");
 }
+
+#[tokio::test]
+async fn jobs_are_listed_in_pages_and_filtered_by_status_and_catalog() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    app.register("d", json!({"type": "generic_in_memory"}))
+        .await;
+    let mut ids = Vec::new();
+    for (catalog, table) in [("c", "a"), ("c", "b"), ("c", "e"), ("d", "a")] {
+        let body = json!({"name": "j", "mode": "batch",
+            "hooks": [{"kind": "create_table_as", "target": {"catalog": catalog, "table": table}, "table": orders_table()}]});
+        ids.push(
+            app.post("/v1/jobs", &body).await.body["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    report(&app, &ids[1], "CREATED").await;
+
+    let mut listed = Vec::new();
+    let mut path = "/v1/jobs?page_size=3".to_owned();
+    loop {
+        let page = app.get(&path).await;
+        assert_eq!(page.status, 200, "{}", page.text);
+        listed.extend(
+            page.body["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["id"].as_str().unwrap().to_owned()),
+        );
+        match page.body["next_page_token"].as_str() {
+            Some(token) => path = format!("/v1/jobs?page_size=3&page_token={token}"),
+            None => break,
+        }
+    }
+    let created = app.get("/v1/jobs?status=CREATED").await;
+    let on_d = app.get("/v1/jobs?catalog=d").await;
+
+    ids.sort();
+    assert_eq!(listed, ids, "every job once, ordered by id");
+    assert_eq!(created.body["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(created.body["jobs"][0]["status"], "CREATED");
+    assert_eq!(on_d.body["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(on_d.body["jobs"][0]["hooks"][0]["target"]["catalog"], "d");
+    app.get("/v1/jobs?status=SLEEPING")
+        .await
+        .assert_problem(400, "QUERY_INVALID");
+    app.get("/v1/jobs?page_token=YzE6Yw")
+        .await
+        .assert_problem(400, "PAGE_TOKEN_INVALID");
+}
+
+#[tokio::test]
+async fn events_tell_the_status_history_and_action_results_oldest_first() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = submit(&app, "batch", "create_table_as", "default", "t").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    let url = app.url(&format!("/v1/jobs/{id}/status"));
+    app.client
+        .put(url)
+        .json(&json!({"status": "CREATED"}))
+        .send()
+        .await
+        .unwrap();
+    report_all(&app, &id, &["RUNNING", "FAILING"]).await;
+    let url = app.url(&format!("/v1/jobs/{id}/status"));
+    app.client
+        .put(url)
+        .json(&json!({"status": "FAILED", "failure": "task lost"}))
+        .send()
+        .await
+        .unwrap();
+
+    let events = app.get(&format!("/v1/jobs/{id}/events")).await;
+
+    let summary: Vec<String> = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| match e["kind"].as_str().unwrap() {
+            "status" => format!("status {}", e["to"].as_str().unwrap()),
+            _ => format!(
+                "{} {}",
+                e["action"].as_str().unwrap(),
+                e["state"].as_str().unwrap()
+            ),
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "status INITIALIZING",
+            "status CREATED",
+            "begin done",
+            "status RUNNING",
+            "status FAILING",
+            "status FAILED",
+            "abort done"
+        ]
+    );
+    let failed = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["to"] == "FAILED")
+        .unwrap();
+    assert_eq!(failed["failure"], "task lost");
+    assert_eq!(failed["from"], "FAILING");
+}

@@ -27,6 +27,7 @@ fn the_document_is_openapi_3_1_and_documents_every_route_with_problem_errors() {
         "/v1/jobs",
         "/v1/jobs/{job}",
         "/v1/jobs/{job}/status",
+        "/v1/jobs/{job}/events",
         "/healthz",
         "/readyz",
     ] {
