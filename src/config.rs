@@ -76,6 +76,12 @@ pub struct ServeSettings {
     /// Longest a request may take before it is answered with 408, in seconds.
     #[arg(long, env = "CTASD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
+
+    /// For crash tests only: after storing this status, a status report never
+    /// runs its actions and never answers, and nothing resumes actions, so a
+    /// test can kill the process between the two steps.
+    #[arg(long, env = "CTASD_FAULT_STALL_AFTER", hide = true)]
+    pub fault_stall_after: Option<crate::domain::job::JobStatus>,
 }
 
 impl ServeSettings {
@@ -85,6 +91,7 @@ impl ServeSettings {
             store,
             max_body_bytes: 1024 * 1024,
             request_timeout_secs: 30,
+            fault_stall_after: None,
         }
     }
 

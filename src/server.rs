@@ -86,10 +86,15 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     store.migrate().await?;
     let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin()));
     let hooks = Arc::new(HookRunner::new(store.clone(), catalogs.clone()));
+    let stall_after = settings.fault_stall_after;
+    if let Some(status) = stall_after {
+        tracing::warn!(%status, "FAULT SWITCH ON: status reports stall after storing this status; actions are not resumed");
+    }
     let state = AppState {
         store: store.clone(),
         catalogs: catalogs.clone(),
         hooks: hooks.clone(),
+        stall_after,
     };
     let app = api::router(state, &settings);
 
@@ -100,7 +105,10 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     tracing::info!(%addr, store = %store.describe(), "ctasd listening");
     tokio::spawn(reopen_registered_catalogs(store, catalogs));
     // Resumes actions left unfinished by a crash, and retries failed attempts.
-    let resumer = hooks.spawn_resumer(RESUME_EVERY);
+    let resumer = match stall_after {
+        None => hooks.spawn_resumer(RESUME_EVERY),
+        Some(_) => tokio::spawn(std::future::pending()),
+    };
 
     let (shutdown, signal) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

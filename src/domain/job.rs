@@ -125,6 +125,16 @@ impl fmt::Display for JobStatus {
 )]
 pub struct UnknownStatus(pub String);
 
+impl clap::ValueEnum for JobStatus {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
+}
+
 impl FromStr for JobStatus {
     type Err = UnknownStatus;
 

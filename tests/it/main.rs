@@ -6,6 +6,7 @@
 mod browse;
 mod catalogs;
 mod cli;
+mod crash;
 mod ddl;
 mod errors;
 mod helpers;

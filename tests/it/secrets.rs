@@ -2,77 +2,13 @@
 //! not in log lines (even at debug level), not in the SQLite file's bytes,
 //! not in PostgreSQL rows.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, SECRET, TestApp, TestPostgres, postgres_options, sqlite_database};
-
-/// `ctasd serve` as a user runs it, with its log captured.
-struct ServerProcess {
-    child: Child,
-    base: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl ServerProcess {
-    fn start(data_dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ctasd"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--log",
-                "debug",
-                "--data-dir",
-            ])
-            .arg(data_dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<Value>(&line)
-                    && event["message"] == "ctasd listening"
-                {
-                    let _ = addr_tx.send(event["addr"].as_str().unwrap().to_owned());
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let addr = addr_rx
-            .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("server announces its address");
-        Self {
-            child,
-            base: format!("http://{addr}"),
-            log,
-        }
-    }
-
-    fn stop(mut self) -> String {
-        Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        self.child.wait().unwrap();
-        // Let the reader thread drain the pipe.
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        self.log.lock().unwrap().clone()
-    }
-}
+use crate::helpers::{
+    Reply, SECRET, ServerProcess, TestApp, TestPostgres, postgres_options, sqlite_database,
+};
 
 #[tokio::test]
 async fn the_password_is_in_no_response_log_line_or_store_byte() {
