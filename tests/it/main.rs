@@ -12,6 +12,7 @@ mod errors;
 mod helpers;
 mod jobs;
 mod openapi;
+mod outage;
 mod restart;
 mod secrets;
 mod staging;

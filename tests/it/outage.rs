@@ -1,0 +1,100 @@
+//! A target database that refuses connections during the commit: the job
+//! shows the pending commit and the error, and once the database accepts
+//! again the commit happens, once, with no further request.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Reply, TcpProxy, TestApp, TestPostgres, postgres_options};
+
+async fn put_status(app: &TestApp, id: &str, status: &str) -> Reply {
+    let url = app.url(&format!("/v1/jobs/{id}/status"));
+    Reply::from(
+        app.client
+            .put(url)
+            .json(&json!({"status": status}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+async fn target_rows(pg: &TestPostgres) -> Option<Vec<i64>> {
+    sqlx::query_scalar("SELECT id FROM orders ORDER BY id")
+        .fetch_all(&mut pg.connect().await)
+        .await
+        .ok()
+}
+
+#[tokio::test]
+async fn a_commit_waits_out_a_database_outage_and_then_happens_once() {
+    let Some(pg) = TestPostgres::create().await else {
+        return;
+    };
+    let proxy = TcpProxy::start(pg.host_port().parse().unwrap()).await;
+    let mut options = postgres_options(&pg);
+    options["base-url"] = json!(format!("jdbc:postgresql://127.0.0.1:{}", proxy.port));
+    let app = TestApp::spawn().await;
+    assert_eq!(app.register("pg", options).await.status, 201);
+    let job = app
+        .post(
+            "/v1/jobs",
+            &json!({"name": "j", "mode": "batch", "hooks": [{"kind": "create_table_as",
+            "target": {"catalog": "pg", "table": "orders"},
+            "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"}]}}]}),
+        )
+        .await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    let created = put_status(&app, &id, "CREATED").await;
+    let staging = created.body["job"]["hooks"][0]["write_location"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    pg.execute(&format!("INSERT INTO \"{staging}\" VALUES (1), (2)"))
+        .await;
+    put_status(&app, &id, "RUNNING").await;
+
+    proxy.refuse();
+    let finished = put_status(&app, &id, "FINISHED").await;
+
+    assert_eq!(finished.status, 200, "{}", finished.text);
+    let commit = &finished.body["actions_taken"][0];
+    assert_eq!(commit["action"], "commit");
+    assert_eq!(commit["state"], "pending", "{}", finished.text);
+    assert!(
+        !commit["last_error"].as_str().unwrap_or_default().is_empty(),
+        "the job shows the error"
+    );
+    assert_eq!(
+        target_rows(&pg).await,
+        None,
+        "nothing is published while the database is away"
+    );
+
+    proxy.accept_again().await;
+    let mut job: Value = Value::Null;
+    for _ in 0..200 {
+        job = app.get(&format!("/v1/jobs/{id}")).await.body;
+        if job["actions"][1]["state"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let commits: Vec<&Value> = job["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "commit")
+        .collect();
+    assert_eq!(commits.len(), 1);
+    assert_eq!(commits[0]["state"], "done", "{job}");
+    assert_eq!(commits[0]["outcome"], "committed");
+    assert!(
+        commits[0]["attempts"].as_u64().unwrap() >= 2,
+        "it was retried"
+    );
+    assert_eq!(target_rows(&pg).await, Some(vec![1, 2]));
+}
