@@ -157,7 +157,9 @@ pub enum Transition {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransitionError {
-    #[error("job is {from}, which is globally terminal: no transition leaves it (refused: {to})")]
+    #[error(
+        "job is {from}, which is globally terminal: no transition leaves it (refused: {to}); legal next statuses: none"
+    )]
     Terminal { from: JobStatus, to: JobStatus },
     #[error("job cannot move from {from} to {to}; legal next statuses: {}", list(from.legal_next()))]
     Illegal { from: JobStatus, to: JobStatus },
@@ -252,7 +254,7 @@ mod tests {
         let message = Finished.transition_to(Running).unwrap_err().to_string();
         assert_eq!(
             message,
-            "job is FINISHED, which is globally terminal: no transition leaves it (refused: RUNNING)"
+            "job is FINISHED, which is globally terminal: no transition leaves it (refused: RUNNING); legal next statuses: none"
         );
     }
 

@@ -595,3 +595,50 @@ async fn events_tell_the_status_history_and_action_results_oldest_first() {
     assert_eq!(failed["failure"], "task lost");
     assert_eq!(failed["from"], "FAILING");
 }
+
+#[tokio::test]
+async fn a_target_created_meanwhile_fails_the_commit_discards_the_staging_and_the_job_says_why() {
+    let app = TestApp::spawn().await;
+    let dir = app.scratch("lite");
+    crate::helpers::sqlite_database(&dir, "main", "SELECT 1").await;
+    let options = json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()), "default-database": "main"});
+    app.register("c", options).await;
+    let job = submit(&app, "batch", "create_table_as", "main", "orders").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    let created = report_all(&app, &id, &["CREATED", "RUNNING"]).await;
+    let staging = write_name(&created.body["job"]);
+    crate::helpers::sqlite_database(
+        &dir,
+        "main",
+        "CREATE TABLE orders (mine INT); INSERT INTO orders VALUES (42)",
+    )
+    .await;
+
+    let finished = report(&app, &id, "FINISHED").await;
+
+    let commit = &finished.body["actions_taken"][0];
+    assert_eq!(commit["state"], "failed", "{}", finished.text);
+    assert!(
+        commit["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("conflict at commit"),
+        "{commit}"
+    );
+    let tables = app.get("/v1/catalogs/c/databases/main/tables/orders").await;
+    assert_eq!(
+        tables.body["columns"][0]["name"], "mine",
+        "the other table is untouched"
+    );
+    use sqlx::Connection;
+    let mut conn =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}", dir.join("main.db").display()))
+            .await
+            .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE name = ?1")
+        .bind(&staging)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the staging was discarded");
+}
