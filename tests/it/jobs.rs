@@ -309,6 +309,35 @@ async fn an_in_memory_table_is_published_into_the_registered_catalog() {
 }
 
 #[tokio::test]
+async fn an_in_memory_job_that_fails_or_is_cancelled_publishes_nothing() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    for ending in [
+        &["RUNNING", "FAILED"][..],
+        &["RUNNING", "CANCELLING", "CANCELED"][..],
+    ] {
+        let job = submit(&app, "batch", "create_table_as", "default", "orders").await;
+        let id = job.body["id"].as_str().unwrap().to_owned();
+        report(&app, &id, "CREATED").await;
+
+        let ended = report_all(&app, &id, ending).await;
+
+        assert_eq!(
+            ended.body["actions_taken"][0]["outcome"], "aborted",
+            "{}",
+            ended.text
+        );
+        assert_eq!(
+            app.get("/v1/catalogs/c/databases/default/tables")
+                .await
+                .body["tables"],
+            json!([])
+        );
+    }
+}
+
+#[tokio::test]
 async fn submission_checks_targets_and_types_before_anything_is_created() {
     let app = TestApp::spawn().await;
     let dir = app.scratch("lite");
