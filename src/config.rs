@@ -77,6 +77,20 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
 
+    /// Bearer tokens, one per line: `<name>:<role>:<sha256 hex of the token>`
+    /// (create them with `ctasd token`).
+    #[arg(long, env = "CTASD_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+
+    /// Bearer tokens as in the file, separated by commas.
+    #[arg(long, env = "CTASD_TOKENS", hide_env_values = true, value_parser = secret)]
+    pub tokens: Option<SecretString>,
+
+    /// Serve without tokens on a non-loopback address. Anyone who can reach
+    /// the port can then read and change everything.
+    #[arg(long, env = "CTASD_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
     /// For crash tests only: after storing this status, a status report never
     /// runs its actions and never answers, and nothing resumes actions, so a
     /// test can kill the process between the two steps.
@@ -91,6 +105,9 @@ impl ServeSettings {
             store,
             max_body_bytes: 1024 * 1024,
             request_timeout_secs: 30,
+            tokens_file: None,
+            tokens: None,
+            insecure_no_auth: false,
             fault_stall_after: None,
         }
     }

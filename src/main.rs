@@ -26,6 +26,15 @@ enum Command {
     Migrate(StoreSettings),
     /// Print the OpenAPI document.
     Openapi,
+    /// Create a bearer token: prints the token (give it to the client) and
+    /// the line that admits it (add it to the tokens file).
+    Token {
+        /// A name for logs, e.g. `flink-prod`.
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum)]
+        role: ctasd::api::auth::Role,
+    },
 }
 
 #[tokio::main]
@@ -34,6 +43,13 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Openapi => {
             println!("{}", ctasd::api::openapi_json());
+            Ok(())
+        }
+        Command::Token { name, role } => {
+            use secrecy::ExposeSecret;
+            let (token, line) = ctasd::api::auth::generate(&name, role);
+            println!("token: {}", token.expose_secret());
+            println!("tokens file line: {line}");
             Ok(())
         }
         Command::Migrate(store) => {

@@ -96,7 +96,8 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         hooks: hooks.clone(),
         stall_after,
     };
-    let app = api::router(state, &settings);
+    let tokens = Arc::new(load_tokens(&settings)?);
+    let app = api::router(state, &settings, tokens);
 
     let listener = TcpListener::bind(settings.listen)
         .await
@@ -124,6 +125,35 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         task,
         resumer,
     })
+}
+
+/// Tokens from the file and the environment. Without any, refuses to listen
+/// beyond loopback unless the operator said so explicitly.
+fn load_tokens(settings: &ServeSettings) -> anyhow::Result<api::auth::Tokens> {
+    let mut spec = String::new();
+    if let Some(path) = &settings.tokens_file {
+        spec = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read tokens file '{}'", path.display()))?;
+    }
+    if let Some(tokens) = &settings.tokens {
+        use secrecy::ExposeSecret;
+        spec.push('\n');
+        spec.push_str(tokens.expose_secret());
+    }
+    let tokens = api::auth::Tokens::parse(&secrecy::SecretString::from(spec))?;
+    if tokens.is_empty() {
+        if !settings.listen.ip().is_loopback() && !settings.insecure_no_auth {
+            anyhow::bail!(
+                "refusing to listen on {} without tokens: configure CTASD_TOKENS or CTASD_TOKENS_FILE \
+                 (create tokens with `ctasd token`), or pass --insecure-no-auth",
+                settings.listen
+            );
+        }
+        tracing::warn!(
+            "no tokens configured: every request is allowed; keep ctasd on loopback or configure tokens"
+        );
+    }
+    Ok(tokens)
 }
 
 /// `ctasd serve`: runs until SIGINT or SIGTERM.

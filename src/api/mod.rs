@@ -2,6 +2,7 @@
 //! the same routes. Handlers parse, call the domain, store and catalogs, and
 //! map results; they hold no rules of their own.
 
+pub mod auth;
 pub mod catalog_types;
 pub mod catalogs;
 pub mod error;
@@ -41,6 +42,7 @@ pub struct AppState {
 
 #[derive(OpenApi)]
 #[openapi(
+    modifiers(&BearerAuth),
     info(
         title = "ctasd",
         description = "A control plane for atomic CREATE TABLE ... AS SELECT jobs. \
@@ -55,6 +57,67 @@ pub struct AppState {
     )
 )]
 struct ApiDoc;
+
+/// Declares the bearer scheme, requires it on every operation but the health
+/// checks, and documents the 401 and 403 answers each of those can give.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{
+            HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+        };
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        let problem = || {
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build()
+        };
+        let answer = |description: &str| {
+            ResponseBuilder::new()
+                .description(description)
+                .content(error::PROBLEM_JSON, problem())
+                .build()
+        };
+        for (path, item) in api.paths.paths.iter_mut() {
+            let open = path == "/healthz" || path == "/readyz";
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+                &mut item.head,
+                &mut item.options,
+                &mut item.trace,
+            ];
+            for operation in operations.into_iter().flatten() {
+                if open {
+                    operation.security = Some(Vec::new());
+                    continue;
+                }
+                operation.security = Some(vec![SecurityRequirement::new(
+                    "bearer",
+                    Vec::<String>::new(),
+                )]);
+                let responses = &mut operation.responses.responses;
+                responses.insert(
+                    "401".into(),
+                    answer("`UNAUTHENTICATED`: no valid bearer token").into(),
+                );
+                responses.insert(
+                    "403".into(),
+                    answer("`FORBIDDEN`: the token's role may not do this").into(),
+                );
+            }
+        }
+    }
+}
 
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
@@ -75,7 +138,7 @@ pub fn openapi_json() -> String {
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-pub fn router(state: AppState, settings: &ServeSettings) -> Router {
+pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Tokens>) -> Router {
     let (router, _) = routes().split_for_parts();
     let timeout = settings.request_timeout();
     router
@@ -83,6 +146,7 @@ pub fn router(state: AppState, settings: &ServeSettings) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(middleware::from_fn_with_state(tokens, auth::authorize))
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
             let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();

@@ -3,6 +3,7 @@
 //! PostgreSQL and MariaDB named by `CTASD_TEST_POSTGRES_URL` and
 //! `CTASD_TEST_MYSQL_URL` (skipped, loudly, when unset).
 
+mod auth;
 mod browse;
 mod catalogs;
 mod cli;

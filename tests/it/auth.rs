@@ -1,0 +1,146 @@
+//! Every documented route × every role: allowed or refused (401/403,
+//! problem+json) as the roles say; health checks need nothing.
+
+use ctasd::api::auth::{Role, generate};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+
+use crate::helpers::{Reply, TestApp};
+
+const ROLES: [Role; 4] = [Role::Reader, Role::Engine, Role::Operator, Role::Admin];
+
+/// Who may call `method path`, as the roles are described to users.
+fn allowed(method: &str, path: &str) -> Vec<Role> {
+    use Role::*;
+    let read = method == "GET";
+    if path == "/healthz" || path == "/readyz" {
+        ROLES.to_vec()
+    } else if path.ends_with("/status") && method == "PUT" {
+        vec![Engine, Admin]
+    } else if path.starts_with("/v1/jobs") && read {
+        vec![Reader, Engine, Operator, Admin]
+    } else if path.starts_with("/v1/jobs") {
+        vec![Operator, Admin]
+    } else if read {
+        vec![Reader, Operator, Admin]
+    } else {
+        vec![Operator, Admin]
+    }
+}
+
+fn concrete(template: &str) -> String {
+    template
+        .replace("{catalog}", "mem")
+        .replace("{database}", "default")
+        .replace("{table}", "t")
+        .replace("{job}", "00112233445566778899aabbccddeeff")
+}
+
+async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Reply {
+    let mut request = app.client.request(method.parse().unwrap(), app.url(path));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if method != "GET" && method != "DELETE" {
+        request = request.json(&json!({}));
+    }
+    Reply::from(request.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn every_route_admits_exactly_the_roles_that_may_use_it() {
+    let tokens: Vec<(Role, SecretString, String)> = ROLES
+        .iter()
+        .map(|role| {
+            let (token, line) = generate(&format!("t-{role}"), *role);
+            (*role, token, line)
+        })
+        .collect();
+    let config = tokens
+        .iter()
+        .map(|(_, _, line)| line.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let app = TestApp::spawn_with_settings(|s| s.tokens = Some(SecretString::from(config))).await;
+    let admin = tokens
+        .iter()
+        .find(|(r, _, _)| *r == Role::Admin)
+        .unwrap()
+        .1
+        .expose_secret()
+        .to_owned();
+    let mem = app.client.post(app.url("/v1/catalogs")).bearer_auth(&admin);
+    let created = mem
+        .json(&json!({"name": "mem", "options": {"type": "generic_in_memory"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let document: serde_json::Value = serde_json::from_str(&ctasd::api::openapi_json()).unwrap();
+    let mut checked = 0;
+
+    for (template, item) in document["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            let (method, path) = (method.to_uppercase(), concrete(template));
+            let may = allowed(&method, &path);
+            let open = may.len() == ROLES.len() && (path == "/healthz" || path == "/readyz");
+
+            let anonymous = call(&app, &method, &path, None).await;
+            let forged = call(&app, &method, &path, Some("ctasd_not-a-real-token")).await;
+            if open {
+                assert!(
+                    anonymous.status.is_success(),
+                    "{method} {path} should be open: {}",
+                    anonymous.text
+                );
+            } else {
+                anonymous.assert_problem(401, "UNAUTHENTICATED");
+                assert_eq!(anonymous.headers["www-authenticate"], "Bearer");
+                forged.assert_problem(401, "UNAUTHENTICATED");
+            }
+            for (role, token, _) in &tokens {
+                let reply = call(&app, &method, &path, Some(token.expose_secret())).await;
+                if may.contains(role) {
+                    assert!(
+                        reply.status != 401 && reply.status != 403,
+                        "{role} should pass {method} {path}: {} {}",
+                        reply.status,
+                        reply.text
+                    );
+                } else {
+                    reply.assert_problem(403, "FORBIDDEN");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 4 * 15,
+        "every route was walked ({checked} checks)"
+    );
+    call(&app, "GET", "/v2/nothing", None)
+        .await
+        .assert_problem(401, "UNAUTHENTICATED");
+}
+
+#[tokio::test]
+async fn without_tokens_only_loopback_is_served_unless_insecure_is_explicit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ctasd::config::StoreSettings::for_data_dir(dir.path());
+    let mut settings = ctasd::config::ServeSettings::new("0.0.0.0:0".parse().unwrap(), store);
+
+    let refused = ctasd::server::start(settings.clone())
+        .await
+        .err()
+        .expect("refused");
+    settings.insecure_no_auth = true;
+    let served = ctasd::server::start(settings).await.unwrap();
+    served.stop().await;
+
+    assert!(
+        refused
+            .to_string()
+            .contains("refusing to listen on 0.0.0.0:0 without tokens"),
+        "{refused}"
+    );
+}
