@@ -398,7 +398,7 @@ async fn check_hook(
             ));
         }
     };
-    live.check_definition(&definition)
+    live.check_definition(&hook.target.table, &definition)
         .map_err(|e| invalid(field("table"), "TABLE_UNSUPPORTED", e.to_string()))?;
     if !live.list_databases().await?.contains(&database) {
         return Err(invalid(

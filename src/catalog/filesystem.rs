@@ -25,6 +25,7 @@ use super::{
     Catalog, CatalogError, ColumnInfo, CommitOutcome, Publish, Staging, TableInfo, defined_table,
     staging_missing, table_exists_error, table_not_found,
 };
+use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
 
 const DEFAULT_DATABASE: &str = "default";
@@ -288,6 +289,21 @@ impl Catalog for FilesystemCatalog {
         let paths = self.paths(staging)?;
         let staging = staging.clone();
         self.blocking(move || paths.abort(&staging)).await
+    }
+
+    fn check_definition(
+        &self,
+        table: &str,
+        _definition: &TableDefinition,
+    ) -> Result<(), CatalogError> {
+        if table.starts_with('_') || table.starts_with('.') {
+            return Err(CatalogError::Unsupported(format!(
+                "table name '{table}' starts with '_' or '.', which engines and browsing skip as hidden"
+            )));
+        }
+        ObjectName::parse("table name", table)
+            .map_err(|e| CatalogError::Unsupported(e.to_string()))?;
+        Ok(())
     }
 
     async fn close(&self) {}

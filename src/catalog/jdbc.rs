@@ -730,8 +730,17 @@ impl Catalog for JdbcCatalog {
 
     fn check_definition(
         &self,
+        table: &str,
         definition: &crate::domain::table::TableDefinition,
     ) -> Result<(), CatalogError> {
+        if table.starts_with(HIDDEN_PREFIX) {
+            return Err(CatalogError::Unsupported(format!(
+                "table names starting with '{HIDDEN_PREFIX}' are reserved for ctasd's staging"
+            )));
+        }
+        self.dialect()
+            .quote(table)
+            .map_err(|e| CatalogError::Unsupported(e.to_string()))?;
         self.dialect()
             .create_table("t", definition)
             .map(|_| ())
@@ -790,6 +799,24 @@ mod tests {
                 directory: "/var/db".into()
             }
         );
+    }
+
+    #[test]
+    fn staging_names_fit_every_dialects_identifier_limit() {
+        let key = super::super::StagingKey::new(&"f".repeat(32), 63).unwrap();
+        let definition =
+            serde_json::from_value(serde_json::json!({"columns": [{"name": "x", "type": "INT"}]}))
+                .unwrap();
+        let staging = Staging {
+            key,
+            database: "d".into(),
+            table: "t".into(),
+            definition,
+        };
+        for dialect in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+            assert!(dialect.quote(&staging_table(&staging)).is_ok());
+            assert!(dialect.quote(&old_table(&staging)).is_ok());
+        }
     }
 
     #[test]

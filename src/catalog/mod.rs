@@ -126,9 +126,14 @@ pub trait Catalog: Send + Sync {
     /// untouched. Idempotent.
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError>;
 
-    /// Refuses a definition this catalog cannot create (a column type the
-    /// system cannot hold), naming the column.
-    fn check_definition(&self, _definition: &TableDefinition) -> Result<(), CatalogError> {
+    /// Refuses a table this catalog cannot create under this name (a name
+    /// the system cannot hold or would hide, a column type it cannot hold),
+    /// naming the culprit.
+    fn check_definition(
+        &self,
+        _table: &str,
+        _definition: &TableDefinition,
+    ) -> Result<(), CatalogError> {
         Ok(())
     }
 

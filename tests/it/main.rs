@@ -11,6 +11,7 @@ mod crash;
 mod ddl;
 mod errors;
 mod helpers;
+mod hostile;
 mod jobs;
 mod openapi;
 mod outage;

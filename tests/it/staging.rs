@@ -43,6 +43,14 @@ fn staging(database: &str, table: &str) -> Staging {
     }
 }
 
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn backticked(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
 /// The external system, seen the way an engine and a reader see it.
 pub enum World {
     Postgres(TestPostgres),
@@ -65,14 +73,16 @@ impl World {
         match self {
             World::Postgres(pg) => {
                 pg.execute(&format!(
-                    "INSERT INTO \"{table}\" VALUES {}",
+                    "INSERT INTO {} VALUES {}",
+                    quoted(table),
                     values.join(", ")
                 ))
                 .await
             }
             World::Mysql(my) => {
                 my.execute(&format!(
-                    "INSERT INTO `{table}` VALUES {}",
+                    "INSERT INTO {} VALUES {}",
+                    backticked(table),
                     values.join(", ")
                 ))
                 .await
@@ -81,7 +91,7 @@ impl World {
                 sqlite_database(
                     dir.path(),
                     "main",
-                    &format!("INSERT INTO \"{table}\" VALUES {}", values.join(", ")),
+                    &format!("INSERT INTO {} VALUES {}", quoted(table), values.join(", ")),
                 )
                 .await
             }
@@ -105,8 +115,8 @@ impl World {
         let sql = format!(
             "SELECT id FROM {} ORDER BY id",
             match self {
-                World::Mysql(_) => format!("`{table}`"),
-                _ => format!("\"{table}\""),
+                World::Mysql(_) => backticked(table),
+                _ => quoted(table),
             }
         );
         let result: Result<Vec<i64>, sqlx::Error> = match self {
