@@ -49,6 +49,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }))]
 pub struct RegisterCatalog {
     /// `[A-Za-z][A-Za-z0-9_-]{0,63}`.
+    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
     pub name: String,
     /// Flat string options; `type` picks the factory (see `GET /v1/catalog-types`).
     pub options: BTreeMap<String, String>,
@@ -349,7 +350,7 @@ async fn list_catalogs(
     get,
     path = "/v1/catalogs/{catalog}",
     tag = "catalogs",
-    params(("catalog" = String, Path, description = "Catalog name")),
+    params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     responses(
         (status = 200, description = "The catalog", body = Catalog),
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
@@ -372,7 +373,7 @@ async fn get_catalog(
     patch,
     path = "/v1/catalogs/{catalog}",
     tag = "catalogs",
-    params(("catalog" = String, Path, description = "Catalog name")),
+    params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     request_body = AlterCatalog,
     responses(
         (status = 200, description = "Altered and reopened", body = Catalog),
@@ -420,7 +421,7 @@ async fn alter_catalog(
     delete,
     path = "/v1/catalogs/{catalog}",
     tag = "catalogs",
-    params(("catalog" = String, Path, description = "Catalog name"), DropParams),
+    params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"), DropParams),
     responses(
         (status = 204, description = "Dropped (or absent, with `if_exists=true`)"),
         (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
@@ -465,7 +466,7 @@ async fn live_catalog(
     get,
     path = "/v1/catalogs/{catalog}/databases",
     tag = "browse",
-    params(("catalog" = String, Path, description = "Catalog name")),
+    params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     responses(
         (status = 200, description = "Databases, by name", body = DatabaseList),
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
@@ -498,7 +499,7 @@ async fn list_databases(
     path = "/v1/catalogs/{catalog}/databases/{database}/tables",
     tag = "browse",
     params(
-        ("catalog" = String, Path, description = "Catalog name"),
+        ("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"),
         ("database" = String, Path, description = "Database name"),
     ),
     responses(
@@ -533,7 +534,7 @@ async fn list_tables(
     path = "/v1/catalogs/{catalog}/databases/{database}/tables/{table}",
     tag = "browse",
     params(
-        ("catalog" = String, Path, description = "Catalog name"),
+        ("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"),
         ("database" = String, Path, description = "Database name"),
         ("table" = String, Path, description = "Table name"),
     ),

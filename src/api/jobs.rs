@@ -45,6 +45,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
+    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
     pub catalog: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
@@ -83,6 +84,7 @@ pub struct SubmitHook {
 pub struct SubmitJob {
     /// A Flink job id (32 hex digits); generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"^[0-9a-fA-F]{32}$")]
     pub id: Option<String>,
     pub name: String,
     pub mode: JobMode,
@@ -458,7 +460,7 @@ fn path_job_id(job: &str) -> Result<JobId, ApiError> {
     get,
     path = "/v1/jobs/{job}",
     tag = "jobs",
-    params(("job" = String, Path, description = "Job id (32 hex digits)")),
+    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
     responses(
         (status = 200, description = "The job", body = Job),
         (status = 400, description = "`JOB_ID_INVALID`", body = Problem, content_type = "application/problem+json"),
@@ -487,7 +489,7 @@ async fn get_job(
     put,
     path = "/v1/jobs/{job}/status",
     tag = "jobs",
-    params(("job" = String, Path, description = "Job id (32 hex digits)")),
+    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
     request_body = StatusReport,
     responses(
         (status = 200, description = "The job and the actions its status implied", body = StatusOutcome),
@@ -620,7 +622,7 @@ pub struct JobEvents {
     get,
     path = "/v1/jobs/{job}/events",
     tag = "jobs",
-    params(("job" = String, Path, description = "Job id (32 hex digits)")),
+    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
     responses(
         (status = 200, description = "Events, oldest first", body = JobEvents),
         (status = 400, description = "`JOB_ID_INVALID`", body = Problem, content_type = "application/problem+json"),

@@ -570,3 +570,44 @@ mod properties {
         }
     }
 }
+
+#[cfg(test)]
+mod hostile_input {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any string map, shaped like Flink's keys or not, is read or refused, never a panic.
+        #[test]
+        fn any_property_map_is_read_or_refused(
+            entries in prop::collection::btree_map(
+                prop_oneof![
+                    "schema\\.[0-9]{1,2}\\.(name|data-type|expr|metadata|virtual|comment)",
+                    "schema\\.watermark\\.[0-9]\\.(rowtime|strategy\\.expr|strategy\\.data-type)",
+                    "schema\\.primary-key\\.(name|columns)",
+                    "partition\\.keys\\.[0-9]\\.name",
+                    ".{0,12}",
+                ],
+                ".{0,24}",
+                0..12,
+            )
+        ) {
+            if let Ok(table) = TableDefinition::from_properties(&entries) {
+                let again = TableDefinition::from_properties(&table.to_properties());
+                prop_assert_eq!(again, Ok(table));
+            }
+        }
+
+        /// Any string is parsed as a type or refused with a reason, never a panic.
+        #[test]
+        fn any_type_string_is_parsed_or_refused(input in ".{0,40}|[A-Z<>(), `'0-9]{0,40}") {
+            match crate::domain::types::DataType::parse(&input) {
+                Ok(parsed) => prop_assert_eq!(crate::domain::types::DataType::parse(&parsed.to_string()), Ok(parsed)),
+                Err(error) => prop_assert!(!error.reason.is_empty()),
+            }
+        }
+    }
+}
