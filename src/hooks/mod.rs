@@ -27,6 +27,8 @@ const LEASE: Duration = Duration::from_secs(60);
 /// How long a status report waits for actions that another runner holds.
 const WAIT_FOR_OTHERS: Duration = Duration::from_secs(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest one attempt at an action may take (connect, DDL, rename, checks).
+const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct HookRunner {
     store: Arc<dyn Store>,
@@ -120,7 +122,20 @@ impl HookRunner {
         Ok(())
     }
 
+    /// One attempt, bounded in time: a system that hangs is treated like one
+    /// that is down, and the action is retried later. Every step is
+    /// idempotent, so an attempt cut short is safe to repeat.
     async fn execute(&self, job: &JobRecord, action: &ActionRecord) -> ActionResult {
+        match tokio::time::timeout(ACTION_TIMEOUT, self.attempt(job, action)).await {
+            Ok(result) => result,
+            Err(_) => retry(
+                action,
+                format!("did not complete within {} s", ACTION_TIMEOUT.as_secs()),
+            ),
+        }
+    }
+
+    async fn attempt(&self, job: &JobRecord, action: &ActionRecord) -> ActionResult {
         let Some(hook) = job.hooks.get(action.hook_index as usize) else {
             return ActionResult::Failed {
                 error: format!("job has no hook {}", action.hook_index),

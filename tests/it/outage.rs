@@ -1,6 +1,6 @@
-//! A target database that refuses connections during the commit: the job
-//! shows the pending commit and the error, and once the database accepts
-//! again the commit happens, once, with no further request.
+//! Outages, made with a TCP proxy the test controls (the machine's shared
+//! database services are never stopped): a target database refusing
+//! connections during a commit, and the PostgreSQL store going away.
 
 use std::time::Duration;
 
@@ -97,4 +97,64 @@ async fn a_commit_waits_out_a_database_outage_and_then_happens_once() {
         "it was retried"
     );
     assert_eq!(target_rows(&pg).await, Some(vec![1, 2]));
+}
+
+#[tokio::test]
+async fn while_the_postgres_store_is_away_requests_get_503_and_the_service_recovers_by_itself() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let proxy = TcpProxy::start(store.host_port().parse().unwrap()).await;
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}/{}",
+        store.username(),
+        proxy.port,
+        store.database
+    );
+    let app = TestApp::spawn_with(Some(&url)).await;
+    assert_eq!(
+        app.register("mem", json!({"type": "generic_in_memory"}))
+            .await
+            .status,
+        201
+    );
+
+    proxy.refuse();
+    let listing = app.get("/v1/catalogs").await;
+    let ready = app.get("/readyz").await;
+    let register = app
+        .register("other", json!({"type": "generic_in_memory"}))
+        .await;
+
+    listing.assert_problem(503, "STORE_UNAVAILABLE");
+    ready.assert_problem(503, "STORE_UNAVAILABLE");
+    register.assert_problem(503, "STORE_UNAVAILABLE");
+    assert!(
+        !listing.text.contains("127.0.0.1"),
+        "no internals in the answer: {}",
+        listing.text
+    );
+
+    proxy.accept_again().await;
+    let mut recovered = None;
+    for _ in 0..100 {
+        let reply = app.get("/v1/catalogs").await;
+        if reply.status == 200 {
+            recovered = Some(reply);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let names: Vec<String> = recovered.expect("the service recovers").body["catalogs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["mem"],
+        "what was acknowledged is there; what was refused is not"
+    );
+    assert_eq!(app.get("/readyz").await.status, 200);
 }
