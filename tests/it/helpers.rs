@@ -329,6 +329,20 @@ impl TestApp {
         Reply::from(self.client.delete(self.url(path)).send().await.unwrap()).await
     }
 
+    /// `PUT /v1/jobs/{job}/status` with `{"status": status}`.
+    pub async fn put_status(&self, job: &str, status: &str) -> Reply {
+        let url = self.url(&format!("/v1/jobs/{job}/status"));
+        Reply::from(
+            self.client
+                .put(url)
+                .json(&json!({"status": status}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
     pub async fn register(&self, name: &str, options: Value) -> Reply {
         self.post("/v1/catalogs", &json!({"name": name, "options": options}))
             .await

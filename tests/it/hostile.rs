@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, TestApp};
+use crate::helpers::TestApp;
 use crate::staging::{World, world_options};
 
 const HOSTILE: &[&str] = &[
@@ -22,19 +22,6 @@ const HOSTILE: &[&str] = &[
     "x234567890123456789012345678901234567890123456789012345678901234",
 ];
 
-async fn put(app: &TestApp, id: &str, status: &str) -> Reply {
-    let url = app.url(&format!("/v1/jobs/{id}/status"));
-    Reply::from(
-        app.client
-            .put(url)
-            .json(&json!({"status": status}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
-
 fn is_filesystem(world: &World) -> bool {
     matches!(world, World::Files(_))
 }
@@ -49,7 +36,8 @@ async fn hostile_table_names_are_refused_or_created_exactly_and_touch_nothing_el
                 "target": {"catalog": "c", "database": database, "table": "victim"},
                 "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "note", "type": "VARCHAR(20)"}]}}]}))
             .await;
-        put(&app, victim.body["id"].as_str().unwrap(), "CREATED").await;
+        app.put_status(victim.body["id"].as_str().unwrap(), "CREATED")
+            .await;
         world.insert("victim", &[7]).await;
 
         let mut created = Vec::new();
@@ -72,7 +60,7 @@ async fn hostile_table_names_are_refused_or_created_exactly_and_touch_nothing_el
             }
             let id = job.body["id"].as_str().unwrap().to_owned();
             for status in ["CREATED", "RUNNING", "FINISHED"] {
-                let reply = put(&app, &id, status).await;
+                let reply = app.put_status(&id, status).await;
                 assert_eq!(reply.status, 200, "{name:?} {status}: {}", reply.text);
             }
             let finished: Value = app.get(&format!("/v1/jobs/{id}")).await.body;

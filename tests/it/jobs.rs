@@ -22,16 +22,7 @@ async fn submit(app: &TestApp, mode: &str, kind: &str, database: &str, table: &s
 }
 
 async fn report(app: &TestApp, job: &str, status: &str) -> Reply {
-    let url = app.url(&format!("/v1/jobs/{job}/status"));
-    Reply::from(
-        app.client
-            .put(url)
-            .json(&json!({"status": status}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    app.put_status(job, status).await
 }
 
 async fn report_all(app: &TestApp, job: &str, statuses: &[&str]) -> Reply {

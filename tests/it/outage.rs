@@ -6,20 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, TcpProxy, TestApp, TestPostgres, postgres_options};
-
-async fn put_status(app: &TestApp, id: &str, status: &str) -> Reply {
-    let url = app.url(&format!("/v1/jobs/{id}/status"));
-    Reply::from(
-        app.client
-            .put(url)
-            .json(&json!({"status": status}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
-}
+use crate::helpers::{TcpProxy, TestApp, TestPostgres, postgres_options};
 
 async fn target_rows(pg: &TestPostgres) -> Option<Vec<i64>> {
     sqlx::query_scalar("SELECT id FROM orders ORDER BY id")
@@ -47,17 +34,17 @@ async fn a_commit_waits_out_a_database_outage_and_then_happens_once() {
         )
         .await;
     let id = job.body["id"].as_str().unwrap().to_owned();
-    let created = put_status(&app, &id, "CREATED").await;
+    let created = app.put_status(&id, "CREATED").await;
     let staging = created.body["job"]["hooks"][0]["write_location"]["name"]
         .as_str()
         .unwrap()
         .to_owned();
     pg.execute(&format!("INSERT INTO \"{staging}\" VALUES (1), (2)"))
         .await;
-    put_status(&app, &id, "RUNNING").await;
+    app.put_status(&id, "RUNNING").await;
 
     proxy.refuse();
-    let finished = put_status(&app, &id, "FINISHED").await;
+    let finished = app.put_status(&id, "FINISHED").await;
 
     assert_eq!(finished.status, 200, "{}", finished.text);
     let commit = &finished.body["actions_taken"][0];
