@@ -426,6 +426,7 @@ async fn alter_catalog(
         (status = 204, description = "Dropped (or absent, with `if_exists=true`)"),
         (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`CATALOG_IN_USE`: unfinished jobs use it", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
@@ -436,6 +437,17 @@ async fn drop_catalog(
     ApiQuery(params): ApiQuery<DropParams>,
 ) -> Result<StatusCode, ApiError> {
     let name = path_catalog_name(&catalog)?;
+    let in_use = state.store.unfinished_jobs_using(&name).await?;
+    if in_use > 0 {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "CATALOG_IN_USE",
+            "Catalog in use",
+            format!(
+                "catalog '{name}' is used by {in_use} unfinished job(s); drop it when they have ended"
+            ),
+        ));
+    }
     if !state.store.delete_catalog(&name).await? && !params.if_exists {
         return Err(ApiError::catalog_not_found(name.as_str()));
     }

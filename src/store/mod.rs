@@ -133,6 +133,10 @@ pub trait Store: Send + Sync {
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError>;
 
+    /// How many jobs with a hook on `catalog` are not done: not in a
+    /// globally terminal status, or with actions still pending.
+    async fn unfinished_jobs_using(&self, catalog: &CatalogName) -> Result<u64, StoreError>;
+
     /// Every status the job reached, oldest first.
     async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError>;
 

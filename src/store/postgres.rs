@@ -444,4 +444,18 @@ impl Store for PostgresStore {
         .map_err(StoreError::from_sqlx)?;
         rows.into_iter().map(TransitionRow::decode).collect()
     }
+
+    async fn unfinished_jobs_using(&self, catalog: &CatalogName) -> Result<u64, StoreError> {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs j \
+             WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1) \
+               AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
+                    OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))",
+        )
+        .bind(catalog.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        Ok(count as u64)
+    }
 }

@@ -662,3 +662,25 @@ async fn a_target_created_meanwhile_fails_the_commit_discards_the_staging_and_th
         .unwrap();
     assert_eq!(left, 0, "the staging was discarded");
 }
+
+#[tokio::test]
+async fn a_catalog_cannot_be_dropped_while_an_unfinished_job_uses_it() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = submit(&app, "batch", "create_table_as", "default", "t").await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    report(&app, &id, "CREATED").await;
+
+    let refused = app.delete("/v1/catalogs/c").await;
+    report_all(&app, &id, &["RUNNING", "FINISHED"]).await;
+    let dropped = app.delete("/v1/catalogs/c").await;
+
+    refused.assert_problem(409, "CATALOG_IN_USE");
+    assert!(
+        refused.detail().contains("1 unfinished job"),
+        "{}",
+        refused.detail()
+    );
+    assert_eq!(dropped.status, 204, "{}", dropped.text);
+}
