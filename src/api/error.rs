@@ -93,14 +93,6 @@ impl ApiError {
         self
     }
 
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-
     pub fn internal(error: impl std::fmt::Display) -> Self {
         Self {
             internal: Some(error.to_string()),

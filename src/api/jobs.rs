@@ -444,6 +444,16 @@ async fn check_hook(
     })
 }
 
+/// The job named in the path, or 400 / 404.
+async fn load_job(state: &AppState, job: &str) -> Result<JobRecord, ApiError> {
+    let id = path_job_id(job)?;
+    Ok(state
+        .store
+        .get_job(&id)
+        .await?
+        .ok_or(StoreError::JobNotFound(id.to_string()))?)
+}
+
 fn path_job_id(job: &str) -> Result<JobId, ApiError> {
     JobId::parse(job).map_err(|e| {
         ApiError::new(
@@ -473,13 +483,7 @@ async fn get_job(
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
 ) -> Result<axum::Json<Job>, ApiError> {
-    let id = path_job_id(&job)?;
-    let record = state
-        .store
-        .get_job(&id)
-        .await?
-        .ok_or(StoreError::JobNotFound(id.to_string()))?;
-    Ok(axum::Json(job_view(&record)))
+    Ok(axum::Json(job_view(&load_job(&state, &job).await?)))
 }
 
 /// Report a status change: moves the job, then runs the actions the status
@@ -635,13 +639,8 @@ async fn job_events(
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
 ) -> Result<axum::Json<JobEvents>, ApiError> {
-    let id = path_job_id(&job)?;
-    let record = state
-        .store
-        .get_job(&id)
-        .await?
-        .ok_or(StoreError::JobNotFound(id.to_string()))?;
-    let history = state.store.status_history(&id).await?;
+    let record = load_job(&state, &job).await?;
+    let history = state.store.status_history(&record.id).await?;
     // (time, order within the same instant, event): a status comes before the
     // actions it recorded.
     let mut events: Vec<(DateTime<Utc>, u8, i64, JobEvent)> = history

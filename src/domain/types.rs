@@ -59,20 +59,6 @@ pub struct TypeError {
 }
 
 impl DataType {
-    pub fn new(kind: TypeKind) -> Self {
-        Self {
-            kind,
-            nullable: true,
-        }
-    }
-
-    pub fn not_null(self) -> Self {
-        Self {
-            nullable: false,
-            ..self
-        }
-    }
-
     pub fn parse(input: &str) -> Result<Self, TypeError> {
         let error = |reason: String| TypeError {
             input: input.to_owned(),
