@@ -91,11 +91,10 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
 
-    /// For crash tests only: after storing this status, a status report never
-    /// runs its actions and never answers, and nothing resumes actions, so a
-    /// test can kill the process between the two steps.
-    #[arg(long, env = "CTASD_FAULT_STALL_AFTER", hide = true)]
-    pub fault_stall_after: Option<crate::domain::job::JobStatus>,
+    /// For crash tests only: `<point>:<n>` kills the process with SIGKILL the
+    /// n-th time it reaches that crash point (see `crate::fault`).
+    #[arg(long, env = "CTASD_FAULT_KILL_AT", hide = true)]
+    pub fault_kill_at: Option<crate::fault::KillAt>,
 }
 
 impl ServeSettings {
@@ -108,7 +107,7 @@ impl ServeSettings {
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,
-            fault_stall_after: None,
+            fault_kill_at: None,
         }
     }
 

@@ -11,6 +11,8 @@ pub mod catalog;
 pub mod config;
 /// Pure types and rules, no I/O: names, catalog options and their sensitivity.
 pub mod domain;
+/// Crash points that kill the process on purpose, for the crash suite.
+pub mod fault;
 /// Carries out the ledger's actions on the catalogs, and resumes them after a crash.
 pub mod hooks;
 /// Start-up and shutdown: wires the store, the catalogs and the router together.

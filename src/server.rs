@@ -84,17 +84,22 @@ impl RunningServer {
 pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let store = open_store(&settings.store).await?;
     store.migrate().await?;
+    let released = store.release_orphaned_leases().await?;
+    if released > 0 {
+        tracing::info!(
+            released,
+            "resuming hook actions that a previous run had started"
+        );
+    }
     let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin()));
     let hooks = Arc::new(HookRunner::new(store.clone(), catalogs.clone()));
-    let stall_after = settings.fault_stall_after;
-    if let Some(status) = stall_after {
-        tracing::warn!(%status, "FAULT SWITCH ON: status reports stall after storing this status; actions are not resumed");
+    if let Some(kill_at) = settings.fault_kill_at {
+        crate::fault::arm(kill_at);
     }
     let state = AppState {
         store: store.clone(),
         catalogs: catalogs.clone(),
         hooks: hooks.clone(),
-        stall_after,
     };
     let tokens = Arc::new(load_tokens(&settings)?);
     let app = api::router(state, &settings, tokens);
@@ -106,10 +111,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     tracing::info!(%addr, store = %store.describe(), "ctasd listening");
     tokio::spawn(reopen_registered_catalogs(store, catalogs));
     // Resumes actions left unfinished by a crash, and retries failed attempts.
-    let resumer = match stall_after {
-        None => hooks.spawn_resumer(RESUME_EVERY),
-        Some(_) => tokio::spawn(std::future::pending()),
-    };
+    let resumer = hooks.spawn_resumer(RESUME_EVERY);
 
     let (shutdown, signal) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {

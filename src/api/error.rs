@@ -247,7 +247,9 @@ impl From<StoreError> for ApiError {
                     "the store cannot be reached; retry later",
                 )
             },
-            StoreError::Secret { .. } | StoreError::Internal(_) => Self::internal(detail),
+            StoreError::Secret { .. } | StoreError::InUse(_) | StoreError::Internal(_) => {
+                Self::internal(detail)
+            }
         }
     }
 }

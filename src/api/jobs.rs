@@ -517,9 +517,7 @@ async fn report_status(
         .transition_job(&id, report.status, report.failure.as_deref())
         .await?;
     tracing::info!(job = %id, status = report.status.as_str(), ?transition, "status reported");
-    if state.stall_after == Some(report.status) {
-        std::future::pending::<()>().await;
-    }
+    crate::fault::reached(crate::fault::Point::StatusStored);
     let record = state.hooks.run_job(&id).await?;
     let actions_taken = record
         .actions

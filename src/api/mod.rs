@@ -36,8 +36,6 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub catalogs: Arc<LiveCatalogs>,
     pub hooks: Arc<HookRunner>,
-    /// Crash-test fault switch: see `ServeSettings::fault_stall_after`.
-    pub stall_after: Option<crate::domain::job::JobStatus>,
 }
 
 #[derive(OpenApi)]

@@ -26,6 +26,7 @@ use super::{
     table_exists_error, table_not_found,
 };
 use crate::domain::{CatalogOptions, ObjectName};
+use crate::fault::{self, Point};
 
 /// Tables ctasd makes for itself start with this; browsing hides them.
 const HIDDEN_PREFIX: &str = "__ctasd_";
@@ -437,7 +438,10 @@ impl JdbcCatalog {
         match self.pool(database).await {
             DialectPool::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                for sql in statements {
+                for (done, sql) in statements.iter().enumerate() {
+                    if done > 0 {
+                        fault::reached(Point::CommitMidway);
+                    }
                     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
                         .execute(&mut *tx)
                         .await?;
@@ -446,7 +450,10 @@ impl JdbcCatalog {
             }
             DialectPool::Sqlite(pool) => {
                 let mut tx = pool.begin().await?;
-                for sql in statements {
+                for (done, sql) in statements.iter().enumerate() {
+                    if done > 0 {
+                        fault::reached(Point::CommitMidway);
+                    }
                     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
                         .execute(&mut *tx)
                         .await?;
@@ -454,7 +461,10 @@ impl JdbcCatalog {
                 tx.commit().await
             }
             DialectPool::MySql(pool) => {
-                for sql in statements {
+                for (done, sql) in statements.iter().enumerate() {
+                    if done > 0 {
+                        fault::reached(Point::CommitMidway);
+                    }
                     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
                         .execute(&pool)
                         .await?;

@@ -20,6 +20,7 @@ use crate::catalog::{
 use crate::domain::hook::{ActionRecord, ActionResult, HookKind, JobRecord, NewHook};
 use crate::domain::job::{HookAction, JobId};
 use crate::domain::table::TableDefinition;
+use crate::fault::Point;
 use crate::store::{Store, StoreError};
 
 /// How long a claimed action is reserved for its runner.
@@ -106,6 +107,13 @@ impl HookRunner {
             }
             let job = &jobs[&action.job_id];
             let result = self.execute(job, &action).await;
+            if let ActionResult::Done { .. } = result {
+                crate::fault::reached(match action.action {
+                    HookAction::Create | HookAction::Begin => Point::StagingCreated,
+                    HookAction::Commit => Point::CommitApplied,
+                    HookAction::Abort => Point::AbortApplied,
+                });
+            }
             match &result {
                 ActionResult::Done { outcome } => {
                     tracing::info!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), outcome, "hook action done")

@@ -37,6 +37,11 @@ pub enum StoreError {
     Transition(crate::domain::job::TransitionError),
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
+    #[error(
+        "{0} is in use by another ctasd process: SQLite serves one process at a time \
+         (stop the other one, or run replicas on PostgreSQL)"
+    )]
+    InUse(String),
     #[error("the store is not ready: {0}")]
     NotReady(String),
     #[error("stored secret of catalog '{catalog}' cannot be opened: {source}")]
@@ -124,6 +129,13 @@ pub trait Store: Send + Sync {
         lease: Duration,
         limit: u32,
     ) -> Result<Vec<ActionRecord>, StoreError>;
+
+    /// Releases leases that no live runner can hold: called once at start.
+    /// A SQLite store belongs to one process (it holds the file's lock), so
+    /// every lease in it was taken by a process that has since died. A
+    /// PostgreSQL store is shared by replicas, so its leases are left to run
+    /// out; it releases none.
+    async fn release_orphaned_leases(&self) -> Result<u64, StoreError>;
 
     /// Jobs ordered by id, strictly after `after`, that match `filter`.
     async fn list_jobs(

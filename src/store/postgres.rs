@@ -342,6 +342,10 @@ impl Store for PostgresStore {
         Ok((job, transition))
     }
 
+    async fn release_orphaned_leases(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     async fn claim_due_actions(
         &self,
         job: Option<&JobId>,

@@ -46,6 +46,9 @@ pub struct SqliteStore {
     pool: SqlitePool,
     description: String,
     keyring: Arc<Keyring>,
+    /// Held while the store is open: one process per file, so that leases
+    /// left in it at start belong to a process that is gone.
+    _lock: Option<std::fs::File>,
 }
 
 impl SqliteStore {
@@ -72,6 +75,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
+        let lock = lock_exclusively(options.get_filename(), &description)?;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(10))
@@ -82,11 +86,40 @@ impl SqliteStore {
             pool,
             description,
             keyring,
+            _lock: lock,
         })
     }
 
     fn decode(&self, row: CatalogRow) -> Result<CatalogRecord, StoreError> {
         row.decode(&self.keyring)
+    }
+}
+
+/// Takes `<database>.lock` with `flock`, which the kernel releases when the
+/// process ends, however it ends. SQLite's own locks are `fcntl` locks on the
+/// database file and are not touched. An in-memory database needs none.
+fn lock_exclusively(
+    database: &Path,
+    description: &str,
+) -> Result<Option<std::fs::File>, StoreError> {
+    use rustix::fs::{FlockOperation, flock};
+    if database.as_os_str().is_empty() || database == Path::new(":memory:") {
+        return Ok(None);
+    }
+    let mut path = database.as_os_str().to_owned();
+    path.push(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| StoreError::Unavailable(format!("{description}: lock file: {e}")))?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::InUse(description.to_owned())),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "{description}: lock file: {e}"
+        ))),
     }
 }
 
@@ -361,6 +394,16 @@ impl Store for SqliteStore {
             .await?
             .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
         Ok((job, transition))
+    }
+
+    async fn release_orphaned_leases(&self) -> Result<u64, StoreError> {
+        let released = sqlx::query(
+            "UPDATE actions SET lease_until = NULL WHERE state = 'pending' AND lease_until IS NOT NULL",
+        )
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        Ok(released.rows_affected())
     }
 
     async fn claim_due_actions(

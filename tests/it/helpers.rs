@@ -277,11 +277,9 @@ impl TestApp {
         self.stop_keeping_store().await.start_again().await
     }
 
-    /// A handle on this server's store (same database, same keys), as another process would open it.
-    pub async fn store(&self) -> Arc<dyn Store> {
-        ctasd::server::open_store(&self.settings.store)
-            .await
-            .unwrap()
+    /// The settings this server was started with.
+    pub fn settings(&self) -> &ServeSettings {
+        &self.settings
     }
 
     /// Stop the server; its store and data directory stay.
@@ -356,6 +354,13 @@ pub struct StoppedApp {
 }
 
 impl StoppedApp {
+    /// A handle on the stopped server's store (same database, same keys).
+    pub async fn store(&self) -> Arc<dyn Store> {
+        ctasd::server::open_store(&self.settings.store)
+            .await
+            .unwrap()
+    }
+
     pub async fn start_again(self) -> TestApp {
         let mut settings = self.settings;
         settings.listen = "127.0.0.1:0".parse().unwrap();
@@ -532,10 +537,20 @@ impl ServerProcess {
         }
     }
 
-    /// SIGKILL: no shutdown, no cleanup.
-    pub fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+    /// Waits up to `timeout` for the process to end by itself; whether it
+    /// was killed by SIGKILL, or `None` if it is still running.
+    pub fn wait_for_sigkill(&mut self, timeout: std::time::Duration) -> Option<bool> {
+        use std::os::unix::process::ExitStatusExt;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status.signal() == Some(9));
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     /// SIGTERM, and the log it wrote.
@@ -548,6 +563,14 @@ impl ServerProcess {
         // Let the reader thread drain the pipe.
         std::thread::sleep(std::time::Duration::from_millis(200));
         self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ServerProcess {
+    /// A test that fails half-way leaves no server behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -465,8 +465,8 @@ async fn a_finished_job_whose_commit_never_ran_is_published_after_a_restart_with
     world
         .insert(&write_name(&created.body["job"]), &[4, 5])
         .await;
-    let store = app.store().await;
     let app = app.stop_keeping_store().await;
+    let store = app.store().await;
 
     // As if the process died right after storing FINISHED: the commit is in
     // the ledger, and nothing ran it.
@@ -475,6 +475,7 @@ async fn a_finished_job_whose_commit_never_ran_is_published_after_a_restart_with
         .transition_job(&job_id, ctasd::domain::job::JobStatus::Finished, None)
         .await
         .unwrap();
+    drop(store);
     assert_eq!(world.ids("orders").await, None);
     let app = app.start_again().await;
 

@@ -1,6 +1,7 @@
 //! Registered catalogs survive a restart, on either store, and are usable
 //! at once (their secrets open with the persisted key); replicas sharing a
-//! store never serve a catalog that was altered or replaced elsewhere.
+//! PostgreSQL store never serve a catalog that was altered or replaced
+//! elsewhere; a SQLite store serves one process and refuses a second.
 
 use serde_json::json;
 
@@ -84,7 +85,10 @@ async fn catalogs_survive_a_restart_on_postgres_and_are_still_open() {
 
 #[tokio::test]
 async fn a_replica_notices_a_catalog_dropped_and_registered_again_elsewhere() {
-    let first = TestApp::spawn().await;
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let first = TestApp::spawn_with(Some(&store.url)).await;
     let second = first.sibling().await;
     let old = first.scratch("old");
     let new = first.scratch("new");
@@ -119,7 +123,10 @@ async fn a_replica_notices_a_catalog_dropped_and_registered_again_elsewhere() {
 
 #[tokio::test]
 async fn a_replica_notices_a_catalog_altered_elsewhere() {
-    let first = TestApp::spawn().await;
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let first = TestApp::spawn_with(Some(&store.url)).await;
     let second = first.sibling().await;
     let warehouse = first.scratch("w");
     first
@@ -144,4 +151,30 @@ async fn a_replica_notices_a_catalog_altered_elsewhere() {
         "{}",
         seen.text
     );
+}
+
+#[tokio::test]
+async fn a_second_server_on_the_same_sqlite_file_refuses_to_start_and_says_why() {
+    let first = TestApp::spawn().await;
+    let settings = first.settings().clone();
+
+    let refused = ctasd::server::start(settings.clone())
+        .await
+        .err()
+        .expect("a second server on the same SQLite file is refused");
+    let message = format!("{refused:#}");
+    assert!(
+        message.contains("in use by another ctasd process") && message.contains("PostgreSQL"),
+        "{message}"
+    );
+    assert_eq!(
+        first.get("/v1/catalogs").await.status,
+        200,
+        "the first still serves"
+    );
+
+    // Once the first has stopped, the file is free again.
+    let stopped = first.stop_keeping_store().await;
+    let again = stopped.start_again().await;
+    assert_eq!(again.get("/v1/catalogs").await.status, 200);
 }

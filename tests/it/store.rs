@@ -261,7 +261,12 @@ async fn secrets_do_not_open_without_their_key(backend: Backend) {
         .insert_catalog(&descriptor("a", &[("type", "x"), ("password", "pw")], None))
         .await
         .unwrap();
-    let other_key = open_store(backend.url.as_deref(), backend.dir.path(), fresh_keyring()).await;
+    // Closed first: a SQLite store serves one handle at a time.
+    let Backend {
+        store, url, dir, ..
+    } = backend;
+    drop(store);
+    let other_key = open_store(url.as_deref(), dir.path(), fresh_keyring()).await;
 
     let error = other_key.get_catalog(&name("a")).await.unwrap_err();
 
