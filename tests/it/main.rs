@@ -15,6 +15,7 @@ mod hostile;
 mod jobs;
 mod openapi;
 mod outage;
+mod replicas;
 mod restart;
 mod secrets;
 mod staging;

@@ -1,0 +1,175 @@
+//! Two `ctasd serve` processes on one PostgreSQL store, with every status of
+//! hundreds of jobs reported to both at the same moment, as an engine that
+//! retries against another replica might: each table is published exactly
+//! once, by one commit, with its rows; failed jobs leave nothing; no 5xx.
+
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::helpers::{Reply, ServerProcess, TestPostgres, postgres_options};
+
+const JOBS: usize = 240;
+const CONCURRENT_JOBS: usize = 16;
+
+fn fails(job: usize) -> bool {
+    job % 4 == 3
+}
+
+#[tokio::test]
+async fn two_replicas_on_one_postgres_store_commit_every_table_exactly_once() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let Some(target) = TestPostgres::create().await else {
+        return;
+    };
+    let data_dir = tempfile::tempdir().unwrap();
+    let env = [("CTASD_DATABASE_URL", store.url.as_str())];
+    // One after the other: the first writes the secret key both use.
+    let first = ServerProcess::start_with_env(data_dir.path(), &env);
+    let second = ServerProcess::start_with_env(data_dir.path(), &env);
+    let replicas = [first.base.clone(), second.base.clone()];
+    let client = reqwest::Client::new();
+    let registered = client
+        .post(format!("{}/v1/catalogs", replicas[0]))
+        .json(&json!({"name": "pg", "options": postgres_options(&target)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 201);
+
+    let started = Instant::now();
+    let replies: Vec<Vec<Reply>> = futures_util::stream::iter(0..JOBS)
+        .map(|job| lifecycle(&client, &replicas, &target, job))
+        .buffer_unordered(CONCURRENT_JOBS)
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+
+    let replies: Vec<Reply> = replies.into_iter().flatten().collect();
+    let server_errors: Vec<&Reply> = replies
+        .iter()
+        .filter(|r| r.status.is_server_error())
+        .collect();
+    assert!(server_errors.is_empty(), "5xx: {:?}", server_errors.first());
+    for reply in &replies {
+        assert!(reply.status.is_success(), "{} {}", reply.status, reply.text);
+    }
+
+    let mut conn = target.connect().await;
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let mut expected: Vec<String> = (0..JOBS)
+        .filter(|job| !fails(*job))
+        .map(|job| format!("t{job}"))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        tables, expected,
+        "the finished jobs' tables, and no staging"
+    );
+    for job in (0..JOBS).filter(|job| !fails(*job)) {
+        let ids: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT id FROM t{job} ORDER BY id"
+        )))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(ids, rows(job), "t{job}");
+    }
+
+    // The ledger: one commit per finished job, run once by one replica.
+    let mut commits = 0;
+    let mut page: Option<String> = None;
+    loop {
+        let url = match &page {
+            Some(token) => format!("{}/v1/jobs?page_size=100&page_token={token}", replicas[1]),
+            None => format!("{}/v1/jobs?page_size=100", replicas[1]),
+        };
+        let listed: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+        for job in listed["jobs"].as_array().unwrap() {
+            for action in job["actions"].as_array().unwrap() {
+                assert_eq!(action["state"], "done", "{job}");
+                if action["action"] == "commit" {
+                    commits += 1;
+                    assert_eq!(action["outcome"], "committed", "{job}");
+                    assert_eq!(action["attempts"], 1, "run once: {job}");
+                }
+            }
+        }
+        match listed["next_page_token"].as_str() {
+            Some(token) => page = Some(token.to_owned()),
+            None => break,
+        }
+    }
+    let finished = (0..JOBS).filter(|job| !fails(*job)).count();
+    assert_eq!(commits, finished);
+    eprintln!(
+        "replicas: {JOBS} jobs ({finished} finished, {} failed), {} requests (every status \
+         report to both replicas at once) in {:.1} s; 0 5xx; {commits} commits, each once",
+        JOBS - finished,
+        replies.len(),
+        elapsed.as_secs_f64()
+    );
+    first.stop();
+    second.stop();
+}
+
+fn rows(job: usize) -> Vec<i64> {
+    vec![job as i64 * 10, job as i64 * 10 + 1]
+}
+
+/// Submits job `job` to one replica, then reports each status to both at once.
+async fn lifecycle(
+    client: &reqwest::Client,
+    replicas: &[String; 2],
+    target: &TestPostgres,
+    job: usize,
+) -> Vec<Reply> {
+    let submitted = Reply::from(
+        client
+            .post(format!("{}/v1/jobs", replicas[job % 2]))
+            .json(&json!({"name": format!("j{job}"), "mode": "batch",
+                "hooks": [{"kind": "create_table_as", "target": {"catalog": "pg", "table": format!("t{job}")},
+                           "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"}]}}]}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(submitted.status, 201, "{}", submitted.text);
+    let id = submitted.body["id"].as_str().unwrap().to_owned();
+    let mut replies = vec![submitted];
+    let last = if fails(job) { "FAILED" } else { "FINISHED" };
+    for status in ["CREATED", "RUNNING", last] {
+        let report = |base: &String| {
+            client
+                .put(format!("{base}/v1/jobs/{id}/status"))
+                .json(&json!({"status": status}))
+                .send()
+        };
+        let (a, b) = tokio::join!(report(&replicas[0]), report(&replicas[1]));
+        let (a, b) = (Reply::from(a.unwrap()).await, Reply::from(b.unwrap()).await);
+        if status == "CREATED" && a.status.is_success() {
+            let staging = a.body["job"]["hooks"][0]["write_location"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let values: Vec<String> = rows(job).iter().map(|id| format!("({id})")).collect();
+            target
+                .execute(&format!(
+                    "INSERT INTO \"{staging}\" VALUES {}",
+                    values.join(", ")
+                ))
+                .await;
+        }
+        replies.extend([a, b]);
+    }
+    replies
+}
