@@ -77,6 +77,11 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
 
+    /// Largest total size of a request's header names and values, in bytes;
+    /// larger requests get 431.
+    #[arg(long, env = "CTASD_MAX_HEADER_BYTES", default_value_t = 16 * 1024)]
+    pub max_header_bytes: usize,
+
     /// Bearer tokens, one per line: `<name>:<role>:<sha256 hex of the token>`
     /// (create them with `ctasd token`).
     #[arg(long, env = "CTASD_TOKENS_FILE")]
@@ -104,6 +109,7 @@ impl ServeSettings {
             store,
             max_body_bytes: 1024 * 1024,
             request_timeout_secs: 30,
+            max_header_bytes: 16 * 1024,
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,

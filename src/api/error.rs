@@ -141,6 +141,15 @@ impl ApiError {
         )
     }
 
+    pub fn headers_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "HEADERS_TOO_LARGE",
+            "Request headers too large",
+            format!("the request's headers exceed {limit} bytes"),
+        )
+    }
+
     /// A name in the URL path that breaks the naming rules.
     pub fn bad_path_name(error: NameError) -> Self {
         Self::new(

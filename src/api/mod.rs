@@ -19,6 +19,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa::OpenApi;
@@ -40,7 +41,6 @@ pub struct AppState {
 
 #[derive(OpenApi)]
 #[openapi(
-    modifiers(&BearerAuth),
     info(
         title = "ctasd",
         description = "A control plane for atomic CREATE TABLE ... AS SELECT jobs. \
@@ -117,6 +117,39 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+/// Documents the 431 that any operation answers when its headers are too large.
+struct HeaderLimit;
+
+impl utoipa::Modify for HeaderLimit {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let answer = ResponseBuilder::new()
+            .description("`HEADERS_TOO_LARGE`")
+            .content(
+                error::PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build();
+        for item in api.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                operation
+                    .responses
+                    .responses
+                    .insert("431".into(), answer.clone().into());
+            }
+        }
+    }
+}
+
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(catalog_types::router())
@@ -128,7 +161,11 @@ fn routes() -> OpenApiRouter<AppState> {
 /// The OpenAPI document, as `ctasd openapi` prints it and
 /// `openapi/openapi.json` holds it.
 pub fn openapi_json() -> String {
+    use utoipa::Modify;
     let (_, mut api) = routes().split_for_parts();
+    // After the routes are merged: the modifiers act on every operation.
+    BearerAuth.modify(&mut api);
+    HeaderLimit.modify(&mut api);
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     api.to_pretty_json()
         .expect("the OpenAPI document serializes")
@@ -139,6 +176,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Tokens>) -> Router {
     let (router, _) = routes().split_for_parts();
     let timeout = settings.request_timeout();
+    let max_header_bytes = settings.max_header_bytes;
     router
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -146,6 +184,8 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(middleware::from_fn_with_state(tokens, auth::authorize))
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
+        .layer(middleware::from_fn(move |request, next| header_limit(max_header_bytes, request, next)))
+        .layer(CatchPanicLayer::custom(panic_answer))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
             let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
             // The path only: query strings are not logged.
@@ -164,9 +204,65 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::method_not_allowed(method.as_str(), uri.path())
 }
 
+/// Hyper's own limit is far higher and answers without a body; this one
+/// answers with a problem.
+async fn header_limit(limit: usize, request: Request, next: Next) -> Response {
+    let size: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if size > limit {
+        return ApiError::headers_too_large(limit).into_response();
+    }
+    next.run(request).await
+}
+
+/// A handler that panics answers 500 problem+json (the log has the panic,
+/// under the answer's `error_id`) instead of dropping the connection.
+fn panic_answer(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
+    ApiError::internal(format!("handler panicked: {message}")).into_response()
+}
+
 async fn time_limit(limit: Duration, request: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ApiError::timeout(limit.as_secs()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn boom() -> &'static str {
+        panic!("boom")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_problem_json_instead_of_dropping_the_connection() {
+        let app = Router::new()
+            .route("/boom", axum::routing::get(boom))
+            .layer(CatchPanicLayer::custom(panic_answer));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let reply = reqwest::get(format!("http://{addr}/boom")).await.unwrap();
+
+        assert_eq!(reply.status(), 500);
+        assert_eq!(reply.headers()["content-type"], error::PROBLEM_JSON);
+        let body: serde_json::Value = reply.json().await.unwrap();
+        assert_eq!(body["code"], "INTERNAL");
+        assert!(body["error_id"].is_string());
+        assert!(
+            !body.to_string().contains("boom"),
+            "no internals in the answer"
+        );
     }
 }

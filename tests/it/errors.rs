@@ -100,6 +100,24 @@ async fn a_body_over_the_limit_is_a_413() {
 }
 
 #[tokio::test]
+async fn headers_over_the_limit_are_a_431_problem_and_smaller_ones_pass() {
+    let app = TestApp::spawn_with_settings(|s| s.max_header_bytes = 8 * 1024).await;
+    let send = |size: usize| {
+        app.client
+            .get(app.url("/v1/catalogs"))
+            .header("x-padding", "p".repeat(size))
+            .send()
+    };
+
+    let over = Reply::from(send(9 * 1024).await.unwrap()).await;
+    let under = Reply::from(send(4 * 1024).await.unwrap()).await;
+
+    over.assert_problem(431, "HEADERS_TOO_LARGE");
+    assert!(over.detail().contains("8192 bytes"), "{}", over.text);
+    assert_eq!(under.status, 200, "{}", under.text);
+}
+
+#[tokio::test]
 async fn unknown_routes_and_methods_are_problems_too() {
     let app = TestApp::spawn().await;
     app.get("/v2/nothing")

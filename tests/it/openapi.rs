@@ -36,6 +36,24 @@ fn the_document_is_openapi_3_1_and_documents_every_route_with_problem_errors() {
     for (path, item) in paths {
         for (method, operation) in item.as_object().unwrap() {
             let responses = operation["responses"].as_object().unwrap();
+            let open = path == "/healthz" || path == "/readyz";
+            assert_eq!(
+                operation["security"],
+                if open {
+                    serde_json::json!([])
+                } else {
+                    serde_json::json!([{"bearer": []}])
+                },
+                "{method} {path}: declared security"
+            );
+            for status in ["401", "403"] {
+                assert_eq!(
+                    responses.contains_key(status),
+                    !open,
+                    "{method} {path}: {status}"
+                );
+            }
+            assert!(responses.contains_key("431"), "{method} {path}: 431");
             for (status, response) in responses {
                 if status.starts_with('4') || status.starts_with('5') {
                     assert!(
