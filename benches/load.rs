@@ -1,0 +1,435 @@
+//! The load program: K concurrent clients drive full batch lifecycles
+//! (submit, CREATED, rows written into the staging, RUNNING, FINISHED, read
+//! back) against a real `ctasd serve` on a PostgreSQL store, with a jdbc
+//! catalog on PostgreSQL as the target. Prints throughput, latency per
+//! endpoint, errors, lost or double commits, and the server's peak RSS.
+//!
+//! ```sh
+//! cargo bench --bench load -- --clients 64 --seconds 60
+//! ```
+//!
+//! It creates two databases on `--postgres-url` (store and target) and drops
+//! them at the end.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Connection};
+use tokio::sync::Mutex;
+
+#[derive(Parser)]
+struct Args {
+    /// Concurrent clients, each running one lifecycle after another.
+    #[arg(long, default_value_t = 64)]
+    clients: usize,
+    /// How long to start new lifecycles, in seconds.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// Rows each job writes into its staging table.
+    #[arg(long, default_value_t = 100)]
+    rows: u32,
+    /// A PostgreSQL server (superuser) for the store and the target.
+    #[arg(
+        long,
+        env = "CTASD_BENCH_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
+    postgres_url: String,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// Latencies of one endpoint.
+#[derive(Default)]
+struct Samples(Vec<Duration>);
+
+impl Samples {
+    fn quantile(&self, q: f64) -> Duration {
+        let index = ((self.0.len() as f64 - 1.0) * q).round() as usize;
+        self.0[index]
+    }
+}
+
+#[derive(Default)]
+struct Figures {
+    latencies: BTreeMap<&'static str, Samples>,
+    errors: Vec<String>,
+    finished_jobs: Vec<String>,
+}
+
+struct Bench {
+    client: reqwest::Client,
+    base: String,
+    target: PgPool,
+    rows: u32,
+    figures: Mutex<Figures>,
+    transitions: AtomicU64,
+}
+
+impl Bench {
+    /// One request, timed under `endpoint`; the body of a 2xx answer.
+    async fn call(
+        &self,
+        endpoint: &'static str,
+        request: reqwest::RequestBuilder,
+    ) -> Option<Value> {
+        let started = Instant::now();
+        let outcome = match request.send().await {
+            Ok(reply) if reply.status().is_success() => {
+                reply.json::<Value>().await.map_err(|e| e.to_string())
+            }
+            Ok(reply) => Err(format!(
+                "{endpoint}: {} {}",
+                reply.status(),
+                reply.text().await.unwrap_or_default()
+            )),
+            Err(e) => Err(format!("{endpoint}: {e}")),
+        };
+        let elapsed = started.elapsed();
+        let mut figures = self.figures.lock().await;
+        figures
+            .latencies
+            .entry(endpoint)
+            .or_default()
+            .0
+            .push(elapsed);
+        match outcome {
+            Ok(body) => Some(body),
+            Err(error) => {
+                figures.errors.push(error);
+                None
+            }
+        }
+    }
+
+    async fn report(
+        &self,
+        id: &str,
+        status: &'static str,
+        endpoint: &'static str,
+    ) -> Option<Value> {
+        let body = self
+            .call(
+                endpoint,
+                self.client
+                    .put(format!("{}/v1/jobs/{id}/status", self.base))
+                    .json(&json!({"status": status})),
+            )
+            .await?;
+        self.transitions.fetch_add(1, Ordering::Relaxed);
+        Some(body)
+    }
+
+    /// One batch job from submission to publication.
+    async fn lifecycle(&self, client: usize, n: usize) -> Option<()> {
+        let table = format!("t_{client}_{n}");
+        let submitted = self
+            .call(
+                "POST /v1/jobs",
+                self.client.post(format!("{}/v1/jobs", self.base)).json(&json!({
+                    "name": table, "mode": "batch",
+                    "hooks": [{"kind": "create_table_as", "target": {"catalog": "pg", "table": table},
+                               "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"},
+                                                     {"name": "note", "type": "STRING"}]}}]})),
+            )
+            .await?;
+        let id = submitted["id"].as_str()?.to_owned();
+        let created = self
+            .report(&id, "CREATED", "PUT status CREATED (begin)")
+            .await?;
+        let staging = created["job"]["hooks"][0]["write_location"]["name"]
+            .as_str()?
+            .to_owned();
+        // What the engine's sink does.
+        let write = format!(
+            "INSERT INTO \"{staging}\" SELECT g, 'row ' || g FROM generate_series(1, {}) g",
+            self.rows
+        );
+        if let Err(e) = sqlx::query(AssertSqlSafe(write))
+            .execute(&self.target)
+            .await
+        {
+            self.figures
+                .lock()
+                .await
+                .errors
+                .push(format!("engine write: {e}"));
+            return None;
+        }
+        self.report(&id, "RUNNING", "PUT status RUNNING").await?;
+        let finished = self
+            .report(&id, "FINISHED", "PUT status FINISHED (commit)")
+            .await?;
+        if finished["actions_taken"][0]["state"] != "done" {
+            self.figures
+                .lock()
+                .await
+                .errors
+                .push(format!("commit not done: {finished}"));
+            return None;
+        }
+        self.call(
+            "GET /v1/jobs/{job}",
+            self.client.get(format!("{}/v1/jobs/{id}", self.base)),
+        )
+        .await?;
+        self.figures.lock().await.finished_jobs.push(id);
+        Some(())
+    }
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Peak resident set size, from the kernel's own high-water mark.
+    fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+fn with_database(url: &str, database: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    format!("{base}/{database}")
+}
+
+async fn admin(url: &str, sql: &str) {
+    let mut conn = PgConnection::connect(url)
+        .await
+        .expect("connect to PostgreSQL");
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let suffix = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    let (store_db, target_db) = (
+        format!("ctasd_bench_store_{suffix}"),
+        format!("ctasd_bench_target_{suffix}"),
+    );
+    admin(&args.postgres_url, &format!("CREATE DATABASE {store_db}")).await;
+    admin(&args.postgres_url, &format!("CREATE DATABASE {target_db}")).await;
+    let outcome = run(&args, &store_db, &target_db).await;
+    for database in [&store_db, &target_db] {
+        admin(
+            &args.postgres_url,
+            &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+        )
+        .await;
+    }
+    if let Err(failure) = outcome {
+        eprintln!("load: FAILED: {failure}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String> {
+    let data_dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Server {
+        child: Command::new(env!("CARGO_BIN_EXE_ctasd"))
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--log",
+                "warn",
+                "--data-dir",
+            ])
+            .arg(data_dir.path())
+            .env(
+                "CTASD_DATABASE_URL",
+                with_database(&args.postgres_url, store_db),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ctasd"),
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.clients)
+        .build()
+        .unwrap();
+    for _ in 0..100 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let target_url = with_database(&args.postgres_url, target_db);
+    let (host_port, user) = {
+        let rest = target_url.split_once("//").unwrap().1;
+        let (user, rest) = rest.split_once('@').unwrap_or(("postgres", rest));
+        (rest.split('/').next().unwrap().to_owned(), user.to_owned())
+    };
+    let registered = client
+        .post(format!("{base}/v1/catalogs"))
+        .json(&json!({"name": "pg", "options": {"type": "jdbc",
+            "base-url": format!("jdbc:postgresql://{host_port}"),
+            "default-database": target_db, "username": user, "password": "unused"}}))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !registered.status().is_success() {
+        return Err(format!(
+            "registering the catalog: {}",
+            registered.text().await.unwrap_or_default()
+        ));
+    }
+    let target = PgPoolOptions::new()
+        .max_connections(16)
+        .connect(&target_url)
+        .await
+        .map_err(|e| e.to_string())?;
+
+    let bench = Arc::new(Bench {
+        client,
+        base: base.clone(),
+        target: target.clone(),
+        rows: args.rows,
+        figures: Mutex::default(),
+        transitions: AtomicU64::new(0),
+    });
+    println!(
+        "load: {} clients for {} s, {} rows per job, ctasd on a PostgreSQL store, jdbc target on PostgreSQL",
+        args.clients, args.seconds, args.rows
+    );
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.seconds);
+    let clients: Vec<_> = (0..args.clients)
+        .map(|client| {
+            let bench = bench.clone();
+            tokio::spawn(async move {
+                let mut n = 0;
+                while Instant::now() < deadline {
+                    bench.lifecycle(client, n).await;
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let peak_rss = server.peak_rss_kib();
+
+    // Exactly once: every finished job's table holds its rows, its ledger one
+    // commit run once; no staging is left.
+    let mut figures = bench.figures.lock().await;
+    let (mut lost, mut double) = (0, 0);
+    for id in &figures.finished_jobs {
+        let job: Value = bench
+            .client
+            .get(format!("{base}/v1/jobs/{id}"))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        let commits: Vec<&Value> = job["actions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["action"] == "commit")
+            .collect();
+        if commits.len() != 1 || commits[0]["attempts"] != 1 || commits[0]["outcome"] != "committed"
+        {
+            double += 1;
+        }
+        let table = job["hooks"][0]["target"]["table"]
+            .as_str()
+            .unwrap_or_default();
+        let rows: Result<i64, _> =
+            sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM \"{table}\"")))
+                .fetch_one(&target)
+                .await;
+        if rows.ok() != Some(i64::from(args.rows)) {
+            lost += 1;
+        }
+    }
+    let staging_left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename LIKE '\\_\\_ctasd%'")
+            .fetch_one(&target)
+            .await
+            .map_err(|e| e.to_string())?;
+
+    let jobs = figures.finished_jobs.len();
+    let requests: usize = figures.latencies.values().map(|s| s.0.len()).sum();
+    println!(
+        "load: {jobs} jobs finished in {elapsed:.1} s: {:.1} jobs/s, {:.1} transitions/s, {:.1} requests/s",
+        jobs as f64 / elapsed,
+        bench.transitions.load(Ordering::Relaxed) as f64 / elapsed,
+        requests as f64 / elapsed
+    );
+    println!(
+        "load: {:<30} {:>8} {:>9} {:>9} {:>9}",
+        "endpoint", "requests", "p50 ms", "p99 ms", "max ms"
+    );
+    for (endpoint, samples) in figures.latencies.iter_mut() {
+        samples.0.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "load: {endpoint:<30} {:>8} {:>9.1} {:>9.1} {:>9.1}",
+            samples.0.len(),
+            ms(samples.quantile(0.50)),
+            ms(samples.quantile(0.99)),
+            ms(*samples.0.last().unwrap()),
+        );
+    }
+    println!(
+        "load: errors {}, lost commits {lost}, double commits {double}, staging tables left {staging_left}",
+        figures.errors.len()
+    );
+    match peak_rss {
+        Some(kib) => println!("load: server peak RSS {:.1} MiB", kib as f64 / 1024.0),
+        None => println!("load: server peak RSS unknown (no /proc)"),
+    }
+    for error in figures.errors.iter().take(5) {
+        println!("load: error: {error}");
+    }
+    target.close().await;
+    if figures.errors.is_empty() && lost == 0 && double == 0 && staging_left == 0 {
+        Ok(())
+    } else {
+        Err("errors, lost or double commits".into())
+    }
+}
