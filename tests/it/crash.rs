@@ -4,14 +4,14 @@
 //! are retried as a real engine would. After each trial: every finished job's
 //! tables hold exactly its rows, published once; failed and cancelled jobs
 //! left the targets as they were and no staging behind; no action is left
-//! unfinished. Trials per crash point: `CTASD_CRASH_TRIALS` (default 6).
+//! unfinished. Trials per crash point: `CTASD_CRASH_TRIALS` (default 10).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{ServerProcess, sqlite_database};
+use crate::helpers::{ServerProcess, figure, sqlite_database};
 
 const JOBS: usize = 12;
 
@@ -387,7 +387,7 @@ async fn killed_at_every_crash_point_the_server_publishes_each_table_once_and_le
     let trials: u64 = std::env::var("CTASD_CRASH_TRIALS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(10);
     let points = [
         "status-stored",
         "staging-created",
@@ -415,11 +415,11 @@ async fn killed_at_every_crash_point_the_server_publishes_each_table_once_and_le
         );
         report.push(format!(
             "crash suite: {point:<16} trials {:>3}, killed {:>3}, all checks passed; \
-             commits found already done after restart {:>3}, aborts that needed a retry {:>3}",
+             commits found already done after the restart {:>3}, aborts attempted more than once {:>3}",
             figures.0, figures.1, figures.2, figures.3
         ));
     }
     for line in report {
-        eprintln!("{line}");
+        figure(&line);
     }
 }

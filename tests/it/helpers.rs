@@ -464,6 +464,22 @@ pub async fn sqlite_database(dir: &Path, name: &str, ddl: &str) {
     conn.close().await.unwrap();
 }
 
+/// Prints a figure a test measured, and appends it to the file named by
+/// `CTASD_TEST_FIGURES` when that is set: cargo shows a passing test's output
+/// only with `--nocapture`, and `.ci/run` prints that file after the tests.
+pub fn figure(line: &str) {
+    eprintln!("{line}");
+    if let Ok(path) = std::env::var("CTASD_TEST_FIGURES") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+}
+
 /// A store opened directly (no server), migrated, for the conformance suite.
 pub async fn open_store(
     database_url: Option<&str>,

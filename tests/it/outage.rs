@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, TcpProxy, TestApp, TestPostgres};
+use crate::helpers::{Reply, TcpProxy, TestApp, TestPostgres, figure};
 use crate::staging::{World, world_options};
 
 /// Each available server database with a catalog reaching it through a
@@ -246,17 +246,17 @@ async fn a_database_vanishing_in_the_middle_of_a_commit_publishes_the_table_exac
         let finished = report.await.unwrap();
         assert_eq!(finished.status, 200, "{system}: {}", finished.text);
         let attempt = &finished.body["actions_taken"][0];
-        eprintln!(
+        figure(&format!(
             "{system}: connection cut mid-commit; the report answered with the commit {}",
             attempt["state"]
-        );
+        ));
 
         proxy.accept_again().await;
         let commit = settled_commit(&app, &id).await;
-        eprintln!(
+        figure(&format!(
             "{system}: after reconnecting, the commit is {} after {} attempts",
             commit["outcome"], commit["attempts"]
-        );
+        ));
         assert_eq!(
             world.ids("orders").await,
             Some(vec![1, 2]),
@@ -366,11 +366,11 @@ async fn while_the_postgres_store_is_away_requests_get_503_and_the_service_recov
             other => panic!("{name}: {other} {}", reply.text),
         }
     }
-    eprintln!(
+    figure(&format!(
         "PostgreSQL store outage: {} registrations during the run: {acknowledged} acknowledged \
          (all kept), {refused} refused with 503",
         answers.len()
-    );
+    ));
     assert!(
         acknowledged > 0 && refused > 0,
         "the flow spanned the outage"

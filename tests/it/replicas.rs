@@ -8,7 +8,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, ServerProcess, TestPostgres, postgres_options};
+use crate::helpers::{Reply, ServerProcess, TestPostgres, figure, postgres_options};
 
 const JOBS: usize = 240;
 const CONCURRENT_JOBS: usize = 16;
@@ -110,13 +110,13 @@ async fn two_replicas_on_one_postgres_store_commit_every_table_exactly_once() {
     }
     let finished = (0..JOBS).filter(|job| !fails(*job)).count();
     assert_eq!(commits, finished);
-    eprintln!(
+    figure(&format!(
         "replicas: {JOBS} jobs ({finished} finished, {} failed), {} requests (every status \
          report to both replicas at once) in {:.1} s; 0 5xx; {commits} commits, each once",
         JOBS - finished,
         replies.len(),
         elapsed.as_secs_f64()
-    );
+    ));
     first.stop();
     second.stop();
 }
