@@ -65,36 +65,14 @@ impl utoipa::Modify for BearerAuth {
         use utoipa::openapi::security::{
             HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
         };
-        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
         let components = api.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
-        let problem = || {
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("Problem")))
-                .build()
-        };
-        let answer = |description: &str| {
-            ResponseBuilder::new()
-                .description(description)
-                .content(error::PROBLEM_JSON, problem())
-                .build()
-        };
         for (path, item) in api.paths.paths.iter_mut() {
             let open = path == "/healthz" || path == "/readyz";
-            let operations = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-                &mut item.head,
-                &mut item.options,
-                &mut item.trace,
-            ];
-            for operation in operations.into_iter().flatten() {
+            for operation in operations(item) {
                 if open {
                     operation.security = Some(Vec::new());
                     continue;
@@ -106,11 +84,11 @@ impl utoipa::Modify for BearerAuth {
                 let responses = &mut operation.responses.responses;
                 responses.insert(
                     "401".into(),
-                    answer("`UNAUTHENTICATED`: no valid bearer token").into(),
+                    problem_answer("`UNAUTHENTICATED`: no valid bearer token").into(),
                 );
                 responses.insert(
                     "403".into(),
-                    answer("`FORBIDDEN`: the token's role may not do this").into(),
+                    problem_answer("`FORBIDDEN`: the token's role may not do this").into(),
                 );
             }
         }
@@ -122,32 +100,45 @@ struct HeaderLimit;
 
 impl utoipa::Modify for HeaderLimit {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-        let answer = ResponseBuilder::new()
-            .description("`HEADERS_TOO_LARGE`")
-            .content(
-                error::PROBLEM_JSON,
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build();
         for item in api.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
-                &mut item.patch,
-            ];
-            for operation in operations.into_iter().flatten() {
+            for operation in operations(item) {
                 operation
                     .responses
                     .responses
-                    .insert("431".into(), answer.clone().into());
+                    .insert("431".into(), problem_answer("`HEADERS_TOO_LARGE`").into());
             }
         }
     }
+}
+
+fn operations(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+        &mut item.head,
+        &mut item.options,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+fn problem_answer(description: &str) -> utoipa::openapi::Response {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            error::PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build()
 }
 
 fn routes() -> OpenApiRouter<AppState> {

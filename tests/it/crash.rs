@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::helpers::{ServerProcess, figure, sqlite_database};
+use crate::staging::part_ids;
 
 const JOBS: usize = 12;
 
@@ -80,19 +81,7 @@ impl World {
     }
 
     fn file_ids(&self, table: &str) -> Option<Vec<i64>> {
-        let entries = std::fs::read_dir(self.warehouse.join("db").join(table)).ok()?;
-        let mut ids: Vec<i64> = entries
-            .filter_map(|e| {
-                e.ok()?
-                    .file_name()
-                    .to_str()?
-                    .strip_prefix("part-")?
-                    .parse()
-                    .ok()
-            })
-            .collect();
-        ids.sort();
-        Some(ids)
+        part_ids(&self.warehouse.join("db").join(table))
     }
 
     fn directories(&self) -> Vec<String> {

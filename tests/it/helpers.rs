@@ -329,16 +329,16 @@ impl TestApp {
 
     /// `PUT /v1/jobs/{job}/status` with `{"status": status}`.
     pub async fn put_status(&self, job: &str, status: &str) -> Reply {
-        let url = self.url(&format!("/v1/jobs/{job}/status"));
-        Reply::from(
-            self.client
-                .put(url)
-                .json(&json!({"status": status}))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await
+        self.spawn_put_status(job, status).await.unwrap()
+    }
+
+    /// The same report on a task of its own, to run beside others.
+    pub fn spawn_put_status(&self, job: &str, status: &str) -> tokio::task::JoinHandle<Reply> {
+        let request = self
+            .client
+            .put(self.url(&format!("/v1/jobs/{job}/status")))
+            .json(&json!({"status": status}));
+        tokio::spawn(async move { Reply::from(request.send().await.unwrap()).await })
     }
 
     pub async fn register(&self, name: &str, options: Value) -> Reply {

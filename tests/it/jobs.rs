@@ -191,23 +191,7 @@ async fn repeated_and_concurrent_reports_commit_once_and_answer_the_same() {
     world.insert(&write_name(&first.body["job"]), &[1, 2]).await;
     report(&app, &id, "RUNNING").await;
 
-    let reports = (0..20).map(|_| {
-        let (client, url) = (
-            app.client.clone(),
-            app.url(&format!("/v1/jobs/{id}/status")),
-        );
-        tokio::spawn(async move {
-            Reply::from(
-                client
-                    .put(url)
-                    .json(&json!({"status": "FINISHED"}))
-                    .send()
-                    .await
-                    .unwrap(),
-            )
-            .await
-        })
-    });
+    let reports = (0..20).map(|_| app.spawn_put_status(&id, "FINISHED"));
     let mut answers = Vec::new();
     for report in reports {
         answers.push(report.await.unwrap());

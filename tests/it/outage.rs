@@ -214,23 +214,7 @@ async fn a_database_vanishing_in_the_middle_of_a_commit_publishes_the_table_exac
         // The commit's DDL is sent and waits behind a reader; then the
         // connection goes away under it.
         let reader = Reader::hold(&world, &staging).await;
-        let report = {
-            let (client, url) = (
-                reqwest::Client::new(),
-                app.url(&format!("/v1/jobs/{id}/status")),
-            );
-            tokio::spawn(async move {
-                Reply::from(
-                    client
-                        .put(url)
-                        .json(&json!({"status": "FINISHED"}))
-                        .send()
-                        .await
-                        .unwrap(),
-                )
-                .await
-            })
-        };
+        let report = app.spawn_put_status(&id, "FINISHED");
         let mut waited = 0;
         while !Reader::blocks_someone(&world).await {
             waited += 1;

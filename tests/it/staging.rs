@@ -142,22 +142,7 @@ impl World {
                     .fetch_all(&mut conn)
                     .await
             }
-            World::Files(root) => {
-                let dir = root.path().join("db").join(table);
-                let entries = std::fs::read_dir(&dir).ok()?;
-                let mut ids: Vec<i64> = entries
-                    .filter_map(|e| {
-                        e.ok()?
-                            .file_name()
-                            .to_str()?
-                            .strip_prefix("part-")?
-                            .parse()
-                            .ok()
-                    })
-                    .collect();
-                ids.sort();
-                return Some(ids);
-            }
+            World::Files(root) => return part_ids(&root.path().join("db").join(table)),
         };
         match result {
             Ok(ids) => Some(ids),
@@ -169,6 +154,24 @@ impl World {
             Err(e) => panic!("{e}"),
         }
     }
+}
+
+/// The ids of the `part-<id>` files an engine wrote into a table directory,
+/// or `None` when there is no such directory.
+pub fn part_ids(dir: &std::path::Path) -> Option<Vec<i64>> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    let mut ids: Vec<i64> = entries
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("part-")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ids.sort();
+    Some(ids)
 }
 
 /// Each available system, with the options of a catalog on it and the
