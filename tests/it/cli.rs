@@ -1,4 +1,5 @@
-//! The `ctasd` binary: `migrate` and `openapi` as a user runs them.
+//! The `ctasd` binary as a user runs it: `migrate`, `openapi`, and `serve`
+//! refusing a store another process holds.
 
 use std::process::Command;
 
@@ -38,4 +39,25 @@ fn an_unsupported_database_url_is_refused_at_start() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("unsupported database URL"));
+}
+
+#[test]
+fn a_second_serve_on_the_same_sqlite_store_exits_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = crate::helpers::ServerProcess::start(dir.path());
+
+    let second = Command::new(env!("CARGO_BIN_EXE_ctasd"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("is in use by another ctasd process")
+            && stderr.contains("run replicas on PostgreSQL"),
+        "{stderr}"
+    );
+    first.stop();
 }
