@@ -1,96 +1,54 @@
 //! The crash suite: a real `ctasd serve` kills itself with SIGKILL at each
 //! crash point of the transition path (`crate::fault`), in the middle of a
 //! dozen concurrent batch jobs, and is started again; the engines' reports
-//! are retried as a real engine would. After each trial: every finished job's
+//! are retried as a real engine would. Each job has a hook on every
+//! available system (SQLite and a warehouse directory always, PostgreSQL
+//! and MariaDB when configured). After each trial: every finished job's
 //! tables hold exactly its rows, published once; failed and cancelled jobs
 //! left the targets as they were and no staging behind; no action is left
 //! unfinished. Trials per crash point: `CTASD_CRASH_TRIALS` (default 10).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{ServerProcess, figure, sqlite_database};
-use crate::staging::part_ids;
+use crate::helpers::{ServerProcess, figure};
+use crate::staging::{World, world_options};
 
 const JOBS: usize = 12;
 
-/// Where one trial's systems live: the store, a SQLite database, a warehouse.
-struct World {
+/// One trial's store, and every available system with a catalog on it:
+/// SQLite and a warehouse always, PostgreSQL and MariaDB when configured.
+struct Systems {
     _temp: tempfile::TempDir,
     data_dir: PathBuf,
-    lite: PathBuf,
-    warehouse: PathBuf,
+    /// Each system, its catalog options, and the database its tables go to.
+    worlds: Vec<(World, Value, String)>,
 }
 
-impl World {
+impl Systems {
     async fn new() -> Self {
         let temp = tempfile::tempdir().unwrap();
-        let (data_dir, lite, warehouse) = (
-            temp.path().join("data"),
-            temp.path().join("lite"),
-            temp.path().join("warehouse"),
-        );
-        std::fs::create_dir_all(&lite).unwrap();
-        std::fs::create_dir_all(warehouse.join("db")).unwrap();
-        sqlite_database(&lite, "main", "SELECT 1").await;
-        // Every other job replaces a table that exists already.
-        for job in (0..JOBS).filter(|job| replaces(*job)) {
-            sqlite_database(
-                &lite,
-                "main",
-                &format!("CREATE TABLE t{job} (id BIGINT NOT NULL, note TEXT); INSERT INTO t{job} VALUES (999, 'old')"),
-            )
-            .await;
-            let table = warehouse.join("db").join(format!("t{job}"));
-            std::fs::create_dir_all(&table).unwrap();
-            std::fs::write(table.join("part-999"), b"old").unwrap();
+        let worlds = world_options().await;
+        for (world, _, _) in &worlds {
+            if let World::Files(root) = world {
+                std::fs::create_dir_all(root.path().join("db")).unwrap();
+            }
+            // Every other job replaces a table that exists already.
+            for job in (0..JOBS).filter(|job| replaces(*job)) {
+                world.create_old(&format!("t{job}")).await;
+            }
         }
         Self {
+            data_dir: temp.path().join("data"),
             _temp: temp,
-            data_dir,
-            lite,
-            warehouse,
+            worlds,
         }
     }
 
-    async fn sqlite_ids(&self, table: &str) -> Option<Vec<i64>> {
-        use sqlx::Connection;
-        let path = self.lite.join("main.db");
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        let sql = format!("SELECT id FROM \"{table}\" ORDER BY id");
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&mut conn)
-            .await
-            .ok()
-    }
-
-    async fn sqlite_tables(&self) -> Vec<String> {
-        use sqlx::Connection;
-        let path = self.lite.join("main.db");
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-            .await
-            .unwrap();
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap()
-    }
-
-    fn file_ids(&self, table: &str) -> Option<Vec<i64>> {
-        part_ids(&self.warehouse.join("db").join(table))
-    }
-
-    fn directories(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.warehouse.join("db"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        names
+    fn catalog(index: usize) -> String {
+        format!("s{index}")
     }
 }
 
@@ -129,19 +87,23 @@ impl Engine {
     }
 
     /// Runs until finished or until the server stops answering.
-    async fn run(&mut self, client: &reqwest::Client, base: &str, world: &World) {
+    async fn run(&mut self, client: &reqwest::Client, base: &str, systems: &Systems) {
         while self.done < self.steps() {
             let step = self.done;
             let reply = match step {
                 0 => {
-                    let hook = |catalog: &str| {
-                        json!({"kind": "create_or_replace_table_as",
-                               "target": {"catalog": catalog, "table": format!("t{}", self.job)},
-                               "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"},
-                                                     {"name": "note", "type": "STRING"}]}})
-                    };
+                    let hooks: Vec<Value> = (0..systems.worlds.len())
+                        .map(|index| {
+                            json!({"kind": "create_or_replace_table_as",
+                                   "target": {"catalog": Systems::catalog(index),
+                                              "database": systems.worlds[index].2,
+                                              "table": format!("t{}", self.job)},
+                                   "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"},
+                                                         {"name": "note", "type": "VARCHAR(20)"}]}})
+                        })
+                        .collect();
                     let body = json!({"id": self.id, "name": format!("j{}", self.job),
-                                      "mode": "batch", "hooks": [hook("lite"), hook("fs")]});
+                                      "mode": "batch", "hooks": hooks});
                     client
                         .post(format!("{base}/v1/jobs"))
                         .json(&body)
@@ -172,32 +134,20 @@ impl Engine {
                 self.job
             );
             if step == 1 {
-                self.write_rows(&body["job"], world).await;
+                self.write_rows(&body["job"], systems).await;
             }
             self.done += 1;
         }
     }
 
-    /// What the engine's sink does: rows into the staging table and files
-    /// into the staging directory. Idempotent, as a retried write would be.
-    async fn write_rows(&self, job: &Value, world: &World) {
-        let table = job["hooks"][0]["write_location"]["name"].as_str().unwrap();
-        let values: Vec<String> = rows(self.job)
-            .iter()
-            .map(|id| format!("({id}, 'n{id}')"))
-            .collect();
-        sqlite_database(
-            &world.lite,
-            "main",
-            &format!(
-                "DELETE FROM \"{table}\"; INSERT INTO \"{table}\" VALUES {}",
-                values.join(", ")
-            ),
-        )
-        .await;
-        let directory = Path::new(job["hooks"][1]["write_location"]["path"].as_str().unwrap());
-        for id in rows(self.job) {
-            std::fs::write(directory.join(format!("part-{id}")), b"row").unwrap();
+    /// What the engine's sink does: rows into each staging. Rewritten
+    /// whole if the report is retried, as a retried write would be.
+    async fn write_rows(&self, job: &Value, systems: &Systems) {
+        for (index, (world, _, _)) in systems.worlds.iter().enumerate() {
+            let staging = job["hooks"][index]["write_location"]["name"]
+                .as_str()
+                .unwrap();
+            world.insert(staging, &rows(self.job)).await;
         }
     }
 }
@@ -210,31 +160,21 @@ struct Outcome {
     aborts_found_done: usize,
 }
 
-async fn start(world: &World, kill_at: Option<&str>) -> ServerProcess {
+async fn start(systems: &Systems, kill_at: Option<&str>) -> ServerProcess {
     let env: Vec<(&str, &str)> = kill_at
         .map(|spec| vec![("CTASD_FAULT_KILL_AT", spec)])
         .unwrap_or_default();
-    ServerProcess::start_with_env(&world.data_dir, &env)
+    ServerProcess::start_with_env(&systems.data_dir, &env)
 }
 
 async fn trial(trial: u64, kill_at: &str) -> Outcome {
-    let world = World::new().await;
+    let systems = Systems::new().await;
     let client = reqwest::Client::new();
-    let mut server = start(&world, Some(kill_at)).await;
-    for (name, options) in [
-        (
-            "lite",
-            json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", world.lite.display()),
-                   "default-database": "main"}),
-        ),
-        (
-            "fs",
-            json!({"type": "filesystem", "path": world.warehouse, "default-database": "db"}),
-        ),
-    ] {
+    let mut server = start(&systems, Some(kill_at)).await;
+    for (index, (_, options, _)) in systems.worlds.iter().enumerate() {
         let registered = client
             .post(format!("{}/v1/catalogs", server.base))
-            .json(&json!({"name": name, "options": options}))
+            .json(&json!({"name": Systems::catalog(index), "options": options}))
             .send()
             .await
             .unwrap();
@@ -248,7 +188,7 @@ async fn trial(trial: u64, kill_at: &str) -> Outcome {
             done: 0,
         })
         .collect();
-    run_engines(&mut engines, &client, &server.base, &world).await;
+    run_engines(&mut engines, &client, &server.base, &systems).await;
     let killed = server.wait_for_sigkill(Duration::from_secs(10));
     let mut outcome = Outcome {
         killed: killed == Some(true),
@@ -259,8 +199,8 @@ async fn trial(trial: u64, kill_at: &str) -> Outcome {
     }
 
     // The engines retry against the restarted server.
-    let server = start(&world, None).await;
-    run_engines(&mut engines, &client, &server.base, &world).await;
+    let server = start(&systems, None).await;
+    run_engines(&mut engines, &client, &server.base, &systems).await;
     assert!(
         engines.iter().all(|e| e.done == e.steps()),
         "every engine got through after the restart"
@@ -271,52 +211,49 @@ async fn trial(trial: u64, kill_at: &str) -> Outcome {
         let context = format!("{kill_at}, job {}: {job}", engine.job);
         let expected = *final_statuses(engine.job).last().unwrap();
         assert_eq!(job["status"], expected, "{context}");
+        let mut commits = 0;
         for action in job["actions"].as_array().unwrap() {
             assert_eq!(action["state"], "done", "{context}");
             match action["action"].as_str().unwrap() {
-                "commit" if action["outcome"] == "already committed" => {
-                    outcome.commits_found_done += 1
+                "commit" => {
+                    commits += 1;
+                    if action["outcome"] == "already committed" {
+                        outcome.commits_found_done += 1;
+                    }
                 }
                 "abort" if action["attempts"].as_u64() > Some(1) => outcome.aborts_found_done += 1,
                 _ => {}
             }
         }
         let table = format!("t{}", engine.job);
-        let before = replaces(engine.job).then(|| vec![999]);
-        let (in_sqlite, in_files) = (world.sqlite_ids(&table).await, world.file_ids(&table));
-        if expected == "FINISHED" {
-            let commits = job["actions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|a| a["action"] == "commit")
-                .count();
-            assert_eq!(commits, 2, "one commit per hook: {context}");
-            assert_eq!(in_sqlite, Some(rows(engine.job)), "{context}");
-            assert_eq!(in_files, Some(rows(engine.job)), "{context}");
-        } else {
-            assert_eq!(in_sqlite, before, "target untouched: {context}");
-            assert_eq!(in_files, before, "target untouched: {context}");
+        let finished = expected == "FINISHED";
+        assert_eq!(
+            commits,
+            if finished { systems.worlds.len() } else { 0 },
+            "one commit per hook: {context}"
+        );
+        for (world, _, _) in &systems.worlds {
+            let seen = world.ids(&table).await;
+            if finished {
+                assert_eq!(seen, Some(rows(engine.job)), "{context}");
+            } else {
+                let before = replaces(engine.job).then(|| vec![999]);
+                assert_eq!(seen, before, "target untouched: {context}");
+            }
         }
     }
-    let expected_tables: Vec<String> = {
-        let mut names: Vec<String> = (0..JOBS)
-            .filter(|job| replaces(*job) || final_statuses(*job) == ["FINISHED"])
-            .map(|job| format!("t{job}"))
-            .collect();
-        names.sort();
-        names
-    };
-    assert_eq!(
-        world.sqlite_tables().await,
-        expected_tables,
-        "{kill_at}: no staging or replaced table left in SQLite"
-    );
-    assert_eq!(
-        world.directories(),
-        expected_tables,
-        "{kill_at}: no staging or replaced directory left in the warehouse"
-    );
+    let mut expected_tables: Vec<String> = (0..JOBS)
+        .filter(|job| replaces(*job) || final_statuses(*job) == ["FINISHED"])
+        .map(|job| format!("t{job}"))
+        .collect();
+    expected_tables.sort();
+    for (world, _, _) in &systems.worlds {
+        assert_eq!(
+            world.tables().await,
+            expected_tables,
+            "{kill_at}: no staging or replaced table left"
+        );
+    }
     server.stop();
     outcome
 }
@@ -349,24 +286,32 @@ async fn settled(client: &reqwest::Client, base: &str, engines: &[Engine]) -> Ve
 }
 
 /// All engines at once, each until it is done or the server stops answering.
-async fn run_engines(engines: &mut [Engine], client: &reqwest::Client, base: &str, world: &World) {
-    futures_util::future::join_all(engines.iter_mut().map(|e| e.run(client, base, world))).await;
+async fn run_engines(
+    engines: &mut [Engine],
+    client: &reqwest::Client,
+    base: &str,
+    systems: &Systems,
+) {
+    futures_util::future::join_all(engines.iter_mut().map(|e| e.run(client, base, systems))).await;
 }
 
-/// How often each point is reached in one trial, at least: the kill lands
-/// on a reach chosen among these.
-fn reaches(point: &str) -> u64 {
+/// How often each point is reached in one trial, at least, with `systems`
+/// hooks per job: the kill lands on a reach chosen among these.
+fn reaches(point: &str, systems: u64) -> u64 {
     let finished = (0..JOBS).filter(|j| j % 3 == 0).count() as u64;
     let ended = JOBS as u64 - finished;
     match point {
         // CREATED, RUNNING and one or two final statuses per job.
         "status-stored" => (0..JOBS).map(|j| 2 + final_statuses(j).len() as u64).sum(),
-        "staging-created" => 2 * JOBS as u64,
-        "commit-midway" => 2 * (0..JOBS).filter(|j| j % 3 == 0 && replaces(*j)).count() as u64,
-        "commit-applied" => 2 * finished,
+        "staging-created" => systems * JOBS as u64,
+        // Every system publishes a replacement in more than one step.
+        "commit-midway" => {
+            systems * (0..JOBS).filter(|j| j % 3 == 0 && replaces(*j)).count() as u64
+        }
+        "commit-applied" => systems * finished,
         // Only a directory is removed in steps.
         "abort-midway" => ended,
-        "abort-applied" => 2 * ended,
+        "abort-applied" => systems * ended,
         other => panic!("no reach count for {other}"),
     }
 }
@@ -385,13 +330,14 @@ async fn killed_at_every_crash_point_the_server_publishes_each_table_once_and_le
         "abort-midway",
         "abort-applied",
     ];
+    let systems = Systems::new().await.worlds.len() as u64;
     let mut report = Vec::new();
     for (p, point) in points.iter().enumerate() {
         let mut figures = (0, 0, 0, 0);
         for t in 0..trials {
             let number = (p as u64) * 1000 + t;
             // Spread the kill over the reaches of the point, reproducibly.
-            let nth = 1 + (number.wrapping_mul(2654435761) >> 7) % reaches(point);
+            let nth = 1 + (number.wrapping_mul(2654435761) >> 7) % reaches(point, systems);
             let outcome = trial(number, &format!("{point}:{nth}")).await;
             figures.0 += 1;
             figures.1 += usize::from(outcome.killed);
@@ -408,6 +354,9 @@ async fn killed_at_every_crash_point_the_server_publishes_each_table_once_and_le
             figures.0, figures.1, figures.2, figures.3
         ));
     }
+    figure(&format!(
+        "crash suite: {JOBS} concurrent jobs per trial, each with a hook on {systems} systems"
+    ));
     for line in report {
         figure(&line);
     }

@@ -110,6 +110,69 @@ impl World {
         }
     }
 
+    /// A table `table` that was there before: one row, id 999.
+    pub async fn create_old(&self, table: &str) {
+        match self {
+            World::Postgres(pg) => {
+                let t = quoted(table);
+                pg.execute(&format!("CREATE TABLE {t} (id BIGINT NOT NULL, note VARCHAR(20)); INSERT INTO {t} VALUES (999, 'old')")).await
+            }
+            World::Mysql(my) => {
+                let t = backticked(table);
+                my.execute(&format!(
+                    "CREATE TABLE {t} (id BIGINT NOT NULL, note VARCHAR(20))"
+                ))
+                .await;
+                my.execute(&format!("INSERT INTO {t} VALUES (999, 'old')"))
+                    .await
+            }
+            World::Sqlite(dir) => {
+                let t = quoted(table);
+                sqlite_database(dir.path(), "main", &format!("CREATE TABLE {t} (id BIGINT NOT NULL, note TEXT); INSERT INTO {t} VALUES (999, 'old')")).await
+            }
+            World::Files(root) => {
+                let dir = root.path().join("db").join(table);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("part-999"), b"old").unwrap();
+            }
+        }
+    }
+
+    /// Every table (or table directory) in the database, hidden ones too, by name.
+    pub async fn tables(&self) -> Vec<String> {
+        let mut names: Vec<String> = match self {
+            World::Postgres(pg) => sqlx::query_scalar(
+                "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()",
+            )
+            .fetch_all(&mut pg.connect().await)
+            .await
+            .unwrap(),
+            World::Mysql(my) => sqlx::query_scalar(
+                "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = DATABASE()",
+            )
+            .fetch_all(&mut my.connect().await)
+            .await
+            .unwrap(),
+            World::Sqlite(dir) => {
+                let path = dir.path().join("main.db");
+                let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+                    .await
+                    .unwrap();
+                sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap()
+            }
+            World::Files(root) => std::fs::read_dir(root.path().join("db"))
+                .into_iter()
+                .flatten()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect(),
+        };
+        names.sort();
+        names
+    }
+
     /// The ids a reader sees in `table`, or `None` when it does not exist.
     pub async fn ids(&self, table: &str) -> Option<Vec<i64>> {
         let sql = format!(
