@@ -23,8 +23,11 @@ use crate::domain::table::TableDefinition;
 use crate::fault::Point;
 use crate::store::{Store, StoreError};
 
-/// How long a claimed action is reserved for its runner.
-const LEASE: Duration = Duration::from_secs(60);
+/// How long a claimed action is reserved for its runner without renewal:
+/// after a runner dies, its claims are free again within this time.
+const LEASE: Duration = Duration::from_secs(15);
+/// How often a runner renews the leases of the actions it holds.
+const RENEW_EVERY: Duration = Duration::from_secs(5);
 /// How long a status report waits for actions that another runner holds.
 const WAIT_FOR_OTHERS: Duration = Duration::from_secs(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -98,6 +101,29 @@ impl HookRunner {
     }
 
     async fn run(&self, actions: Vec<ActionRecord>) -> Result<(), StoreError> {
+        let renewal = self.keep_leases(actions.iter().map(|a| a.id).collect());
+        let ran = self.run_claimed(actions).await;
+        renewal.abort();
+        ran
+    }
+
+    /// Renews the leases on `ids` until aborted; those recorded meanwhile
+    /// are no longer leased and stay as they are.
+    fn keep_leases(&self, ids: Vec<i64>) -> tokio::task::JoinHandle<()> {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(RENEW_EVERY);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.renew_leases(&ids, LEASE).await {
+                    tracing::warn!(%error, "renewing hook action leases failed; will retry");
+                }
+            }
+        })
+    }
+
+    async fn run_claimed(&self, actions: Vec<ActionRecord>) -> Result<(), StoreError> {
         let mut jobs: HashMap<JobId, JobRecord> = HashMap::new();
         for action in actions {
             if !jobs.contains_key(&action.job_id) {

@@ -137,6 +137,11 @@ pub trait Store: Send + Sync {
     /// out; it releases none.
     async fn release_orphaned_leases(&self) -> Result<u64, StoreError>;
 
+    /// Extends the leases on `ids` that are still held (pending, leased) to
+    /// `lease` from now: a runner keeps its claims while it works on them,
+    /// so a lease can be short and a dead runner's claims free soon.
+    async fn renew_leases(&self, ids: &[i64], lease: Duration) -> Result<(), StoreError>;
+
     /// Jobs ordered by id, strictly after `after`, that match `filter`.
     async fn list_jobs(
         &self,

@@ -346,6 +346,21 @@ impl Store for PostgresStore {
         Ok(0)
     }
 
+    async fn renew_leases(&self, ids: &[i64], lease: Duration) -> Result<(), StoreError> {
+        let lease_until =
+            Utc::now() + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
+        sqlx::query(
+            "UPDATE actions SET lease_until = $1 \
+             WHERE id = ANY($2) AND state = 'pending' AND lease_until IS NOT NULL",
+        )
+        .bind(lease_until)
+        .bind(ids)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        Ok(())
+    }
+
     async fn claim_due_actions(
         &self,
         job: Option<&JobId>,

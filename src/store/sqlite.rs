@@ -406,6 +406,22 @@ impl Store for SqliteStore {
         Ok(released.rows_affected())
     }
 
+    async fn renew_leases(&self, ids: &[i64], lease: Duration) -> Result<(), StoreError> {
+        let lease_until =
+            Utc::now() + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
+        let ids = serde_json::to_string(ids).map_err(|e| StoreError::Internal(e.to_string()))?;
+        sqlx::query(
+            "UPDATE actions SET lease_until = ?1 \
+             WHERE id IN (SELECT value FROM json_each(?2)) AND state = 'pending' AND lease_until IS NOT NULL",
+        )
+        .bind(lease_until.timestamp_millis())
+        .bind(ids)
+        .execute(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        Ok(())
+    }
+
     async fn claim_due_actions(
         &self,
         job: Option<&JobId>,

@@ -2,8 +2,10 @@
 //! hundreds of jobs reported to both at the same moment, as an engine that
 //! retries against another replica might: each table is published exactly
 //! once, by one commit, with its rows; failed jobs leave nothing; no 5xx.
+//! And a replica killed in the middle of an action: the other takes the
+//! action over once the dead one's lease runs out.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -177,4 +179,102 @@ async fn lifecycle(
         replies.extend([a, b]);
     }
     replies
+}
+
+#[tokio::test]
+async fn a_replica_killed_after_its_commit_leaves_the_recording_to_the_other_once_its_lease_runs_out()
+ {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let Some(target) = TestPostgres::create().await else {
+        return;
+    };
+    let data_dir = tempfile::tempdir().unwrap();
+    let env = [("CTASD_DATABASE_URL", store.url.as_str())];
+    let mut doomed = ServerProcess::start_with_env(
+        data_dir.path(),
+        &[env[0], ("CTASD_FAULT_KILL_AT", "commit-applied:1")],
+    );
+    let survivor = ServerProcess::start_with_env(data_dir.path(), &env);
+    let client = reqwest::Client::new();
+    let send = |request: reqwest::RequestBuilder| async move {
+        Reply::from(request.send().await.unwrap()).await
+    };
+    let registered = send(
+        client
+            .post(format!("{}/v1/catalogs", survivor.base))
+            .json(&json!({"name": "pg", "options": postgres_options(&target)})),
+    )
+    .await;
+    assert_eq!(registered.status, 201);
+    let job = send(
+        client
+            .post(format!("{}/v1/jobs", survivor.base))
+            .json(&json!({
+        "name": "j", "mode": "batch",
+        "hooks": [{"kind": "create_table_as", "target": {"catalog": "pg", "table": "orders"},
+                   "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"}]}}]})),
+    )
+    .await;
+    let id = job.body["id"].as_str().unwrap().to_owned();
+    let status = |base: &str| format!("{base}/v1/jobs/{id}/status");
+    let created = send(
+        client
+            .put(status(&survivor.base))
+            .json(&json!({"status": "CREATED"})),
+    )
+    .await;
+    let staging = created.body["job"]["hooks"][0]["write_location"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    target
+        .execute(&format!("INSERT INTO \"{staging}\" VALUES (1), (2)"))
+        .await;
+    send(
+        client
+            .put(status(&survivor.base))
+            .json(&json!({"status": "RUNNING"})),
+    )
+    .await;
+
+    // The doomed replica publishes the table and dies before recording it.
+    let lost = client
+        .put(status(&doomed.base))
+        .json(&json!({"status": "FINISHED"}))
+        .send()
+        .await;
+    assert!(lost.is_err(), "the replica died during the report");
+    assert_eq!(doomed.wait_for_sigkill(Duration::from_secs(10)), Some(true));
+    let killed_at = Instant::now();
+
+    let mut commit = Value::Null;
+    while killed_at.elapsed() < Duration::from_secs(60) {
+        let job = send(client.get(format!("{}/v1/jobs/{id}", survivor.base))).await;
+        commit = job.body["actions"][1].clone();
+        if commit["state"] == "done" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recovered_in = killed_at.elapsed();
+
+    assert_eq!(commit["action"], "commit");
+    assert_eq!(commit["state"], "done", "{commit}");
+    assert_eq!(
+        commit["outcome"], "already committed",
+        "the survivor found the table published"
+    );
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM orders ORDER BY id")
+        .fetch_all(&mut target.connect().await)
+        .await
+        .unwrap();
+    assert_eq!(ids, [1, 2]);
+    figure(&format!(
+        "replicas: a replica killed between its commit and recording it; the other recorded \
+         the commit {:.1} s later (lease 15 s, renewed every 5 s while held)",
+        recovered_in.as_secs_f64()
+    ));
+    survivor.stop();
 }

@@ -80,6 +80,7 @@ conformance!(
     due_actions_are_leased_once_and_in_hook_order,
     a_failed_attempt_waits_for_its_retry_time,
     concurrent_claimers_never_share_an_action,
+    a_renewed_lease_holds_and_a_released_one_is_not_renewed,
 );
 
 fn descriptor(name: &str, pairs: &[(&str, &str)], comment: Option<&str>) -> CatalogDescriptor {
@@ -623,4 +624,57 @@ async fn concurrent_claimers_never_share_an_action(backend: Backend) {
     all.dedup();
     assert_eq!(total, 30, "every pending action was claimed");
     assert_eq!(all.len(), 30, "no action was claimed twice");
+}
+
+async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backend) {
+    let store = &backend.store;
+    let (held, released) = (
+        job(JobMode::Streaming, 1, &[]),
+        job(JobMode::Streaming, 1, &[]),
+    );
+    for new in [&held, &released] {
+        store.insert_job(new).await.unwrap();
+        store
+            .transition_job(&new.id, JobStatus::Created, None)
+            .await
+            .unwrap();
+    }
+    let lease = Duration::from_millis(1000);
+    let claimed = store.claim_due_actions(None, lease, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let retry_at = chrono::Utc::now();
+    store
+        .record_action(
+            claimed[1].id,
+            &ActionResult::Retry {
+                error: "down".into(),
+                retry_at,
+            },
+        )
+        .await
+        .unwrap();
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let ids: Vec<i64> = claimed.iter().map(|a| a.id).collect();
+    store.renew_leases(&ids, lease).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    // Past the first lease: the renewed claim still holds; the released
+    // action is due again, not leased by the renewal.
+    let due = store.claim_due_actions(None, lease, 10).await.unwrap();
+    assert_eq!(
+        due.iter().map(|a| a.id).collect::<Vec<_>>(),
+        [claimed[1].id]
+    );
+    let done = ActionResult::Done {
+        outcome: "created".into(),
+    };
+    store.record_action(due[0].id, &done).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let expired = store.claim_due_actions(None, lease, 10).await.unwrap();
+    assert_eq!(
+        expired.iter().map(|a| a.id).collect::<Vec<_>>(),
+        [claimed[0].id],
+        "without renewal the claim runs out"
+    );
 }
