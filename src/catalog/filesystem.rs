@@ -462,10 +462,10 @@ impl TablePaths {
         Ok(CommitOutcome::Committed)
     }
 
-    /// Removes the staging directory, whatever is left of it: its name holds
-    /// the job's key, so it is this hook's even when an earlier abort, cut
-    /// short, already removed the marker (which goes first, so that the
-    /// crash suite stops here in the case that needs this rule).
+    /// Removes the staging directory, whatever is left of it. Its name holds
+    /// the hook's key, so it is ours with or without the marker: an abort cut
+    /// short after removing the marker (which goes first, and is where the
+    /// crash suite stops it) leaves a directory that the retry still removes.
     fn abort(&self, _staging: &Staging) -> Result<(), Failure> {
         if !self.staging.exists() {
             return Ok(());
