@@ -1,8 +1,9 @@
 //! The load program: K concurrent clients drive full batch lifecycles
 //! (submit, CREATED, rows written into the staging, RUNNING, FINISHED, read
 //! back) against a real `ctasd serve` on a PostgreSQL store, with a jdbc
-//! catalog on PostgreSQL as the target. Prints throughput, latency per
-//! endpoint, errors, lost or double commits, and the server's peak RSS.
+//! catalog on PostgreSQL as the target, then lists every job, 1000 a page.
+//! Prints throughput, latency per endpoint, errors, lost or double commits,
+//! and the server's peak RSS.
 //!
 //! ```sh
 //! cargo bench --bench load -- --clients 64 --seconds 60
@@ -349,6 +350,25 @@ async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String>
         client.await.unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
+
+    // Then the whole list, a page of 1000 jobs at a time.
+    let mut page_token: Option<String> = None;
+    loop {
+        let url = match &page_token {
+            Some(token) => format!("{base}/v1/jobs?page_size=1000&page_token={token}"),
+            None => format!("{base}/v1/jobs?page_size=1000"),
+        };
+        let Some(page) = bench
+            .call("GET /v1/jobs (1000 a page)", bench.client.get(url))
+            .await
+        else {
+            break;
+        };
+        match page["next_page_token"].as_str() {
+            Some(token) => page_token = Some(token.to_owned()),
+            None => break,
+        }
+    }
     let peak_rss = server.peak_rss_kib();
 
     // Exactly once: every finished job's table holds its rows, its ledger one

@@ -2,10 +2,9 @@
 //! sealed secrets as two JSON objects) and the mapping of their outcomes to
 //! [`StoreError`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-
 use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
@@ -144,6 +143,7 @@ pub(crate) struct JobRow {
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct HookRow {
+    pub job_id: String,
     pub hook_index: i64,
     pub kind: String,
     pub catalog: String,
@@ -254,6 +254,34 @@ impl JobRow {
             updated_at: self.updated_at,
         })
     }
+}
+
+/// Jobs with their hooks and actions, read with one query each for a whole
+/// page; hooks and actions are grouped under their jobs in their read order.
+pub(crate) fn assemble_jobs(
+    jobs: Vec<JobRow>,
+    hooks: Vec<HookRow>,
+    actions: Vec<ActionRow>,
+    keyring: &Keyring,
+) -> Result<Vec<JobRecord>, StoreError> {
+    let mut hooks_of: HashMap<String, Vec<HookRow>> = HashMap::new();
+    for hook in hooks {
+        hooks_of.entry(hook.job_id.clone()).or_default().push(hook);
+    }
+    let mut actions_of: HashMap<String, Vec<ActionRow>> = HashMap::new();
+    for action in actions {
+        actions_of
+            .entry(action.job_id.clone())
+            .or_default()
+            .push(action);
+    }
+    jobs.into_iter()
+        .map(|job| {
+            let hooks = hooks_of.remove(&job.id).unwrap_or_default();
+            let actions = actions_of.remove(&job.id).unwrap_or_default();
+            job.decode(hooks, actions, keyring)
+        })
+        .collect()
 }
 
 /// The actions a move to `to` records: one per hook that is not skipped,

@@ -19,7 +19,8 @@ use super::codec::{
     update_missed,
 };
 use super::codec::{
-    ActionRow, HookRow, JobRow, TransitionRow, check_transition, job_insert_failed, planned_actions,
+    ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, check_transition, job_insert_failed,
+    planned_actions,
 };
 use super::{Keyring, Store, StoreError};
 use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
@@ -92,6 +93,38 @@ impl SqliteStore {
 
     fn decode(&self, row: CatalogRow) -> Result<CatalogRecord, StoreError> {
         row.decode(&self.keyring)
+    }
+
+    /// The jobs with these ids, ordered by id: three queries for any number.
+    async fn load_jobs(&self, ids: &[&str]) -> Result<Vec<JobRecord>, StoreError> {
+        let ids = serde_json::to_string(ids).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let jobs: Vec<JobRow> = sqlx::query_as(
+            "SELECT id, name, mode, status, statement, failure, fingerprint, created_at, updated_at \
+             FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let hooks: Vec<HookRow> = sqlx::query_as(
+            "SELECT job_id, hook_index, kind, catalog, database_name, table_name, if_not_exists, skipped, \
+             table_properties, catalog_options, catalog_sealed_options, catalog_comment \
+             FROM hooks WHERE job_id IN (SELECT value FROM json_each(?1)) ORDER BY job_id, hook_index",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let actions: Vec<ActionRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE job_id IN (SELECT value FROM json_each(?1)) ORDER BY id"
+        ))
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        assemble_jobs(jobs, hooks, actions, &self.keyring)
     }
 }
 
@@ -290,35 +323,8 @@ impl Store for SqliteStore {
     }
 
     async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError> {
-        let Some(job): Option<JobRow> = sqlx::query_as(
-            "SELECT id, name, mode, status, statement, failure, fingerprint, created_at, updated_at \
-             FROM jobs WHERE id = ?1",
-        )
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(StoreError::from_sqlx)?
-        else {
-            return Ok(None);
-        };
-        let hooks: Vec<HookRow> = sqlx::query_as(
-            "SELECT hook_index, kind, catalog, database_name, table_name, if_not_exists, skipped, table_properties, \
-             catalog_options, catalog_sealed_options, catalog_comment FROM hooks WHERE job_id = ?1 ORDER BY hook_index",
-        )
-        .bind(id.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::from_sqlx)?;
-        let actions: Vec<ActionRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            action_columns!(),
-            " FROM actions WHERE job_id = ?1 ORDER BY id"
-        ))
-        .bind(id.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::from_sqlx)?;
-        job.decode(hooks, actions, &self.keyring).map(Some)
+        let mut jobs = self.load_jobs(&[id.as_str()]).await?;
+        Ok(jobs.pop())
     }
 
     async fn transition_job(
@@ -505,13 +511,9 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::from_sqlx)?;
-        let mut jobs = Vec::with_capacity(ids.len());
-        for id in ids {
-            let id = JobId::parse(&id).map_err(|e| StoreError::Internal(e.to_string()))?;
-            // A job deleted meanwhile is simply not listed.
-            jobs.extend(self.get_job(&id).await?);
-        }
-        Ok(jobs)
+        // A job deleted meanwhile is simply not listed.
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.load_jobs(&ids).await
     }
 
     async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError> {
