@@ -413,7 +413,12 @@ async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String>
             .map_err(|e| e.to_string())?;
 
     let jobs = figures.finished_jobs.len();
-    let requests: usize = figures.latencies.values().map(|s| s.0.len()).sum();
+    let requests: usize = figures
+        .latencies
+        .iter()
+        .filter(|(endpoint, _)| !endpoint.starts_with("GET /v1/jobs ("))
+        .map(|(_, samples)| samples.0.len())
+        .sum();
     println!(
         "load: {jobs} jobs finished in {elapsed:.1} s: {:.1} jobs/s, {:.1} transitions/s, {:.1} requests/s",
         jobs as f64 / elapsed,

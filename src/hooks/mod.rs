@@ -18,7 +18,7 @@ use crate::catalog::{
     Catalog, CatalogError, CommitOutcome, LiveCatalogs, Publish, Staging, StagingKey,
 };
 use crate::domain::hook::{ActionRecord, ActionResult, HookKind, JobRecord, NewHook};
-use crate::domain::job::{HookAction, JobId};
+use crate::domain::job::{ActionState, HookAction, JobId};
 use crate::domain::table::TableDefinition;
 use crate::fault::Point;
 use crate::store::{Store, StoreError};
@@ -66,8 +66,7 @@ impl HookRunner {
                 .get_job(job)
                 .await?
                 .ok_or_else(|| StoreError::JobNotFound(job.to_string()))?;
-            let held_elsewhere = record.actions.iter().any(|a| a.in_progress);
-            if !held_elsewhere || tokio::time::Instant::now() >= deadline {
+            if !being_run_elsewhere(&record.actions) || tokio::time::Instant::now() >= deadline {
                 return Ok(record);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -280,6 +279,20 @@ impl HookRunner {
     }
 }
 
+/// Whether another runner holds one of these actions, or is about to: an
+/// action that is due and was never tried, yet could not be claimed, is
+/// locked by a claim that has not committed yet (claims skip locked rows).
+/// Actions waiting for a retry, or behind an earlier one, do not count.
+fn being_run_elsewhere(actions: &[ActionRecord]) -> bool {
+    let mut hooks_seen = std::collections::HashSet::new();
+    actions
+        .iter()
+        .filter(|a| a.state == ActionState::Pending)
+        // The oldest pending action of each hook is the one that can run.
+        .filter(|a| hooks_seen.insert(a.hook_index))
+        .any(|a| a.in_progress || a.attempts == 0)
+}
+
 /// The staging of hook `index` of `job`.
 pub fn staging_of(job: &JobRecord, index: u32, hook: &NewHook) -> Result<Staging, String> {
     let key = StagingKey::new(job.id.as_str(), index)
@@ -301,4 +314,53 @@ fn retry(action: &ActionRecord, error: String) -> ActionResult {
     let retry_at =
         Utc::now() + chrono::Duration::from_std(backoff).unwrap_or(chrono::Duration::seconds(30));
     ActionResult::Retry { error, retry_at }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::job::JobStatus;
+
+    fn action(
+        id: i64,
+        hook_index: u32,
+        state: ActionState,
+        attempts: u32,
+        in_progress: bool,
+    ) -> ActionRecord {
+        ActionRecord {
+            id,
+            job_id: JobId::parse("0123456789abcdef0123456789abcdef").unwrap(),
+            hook_index,
+            action: HookAction::Commit,
+            trigger: JobStatus::Finished,
+            state,
+            attempts,
+            in_progress,
+            last_error: None,
+            outcome: None,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_report_waits_for_actions_held_or_about_to_be_claimed_elsewhere_only() {
+        use ActionState::{Done, Pending};
+        // Held by another runner right now.
+        assert!(being_run_elsewhere(&[action(1, 0, Pending, 1, true)]));
+        // Due, never tried, and not claimable by us: another claim holds its row.
+        assert!(being_run_elsewhere(&[
+            action(1, 0, Done, 1, false),
+            action(2, 0, Pending, 0, false)
+        ]));
+        // Waiting for its retry time after a failed attempt.
+        assert!(!being_run_elsewhere(&[action(1, 0, Pending, 2, false)]));
+        // Behind an earlier action of its hook that waits for a retry.
+        assert!(!being_run_elsewhere(&[
+            action(1, 0, Pending, 1, false),
+            action(2, 0, Pending, 0, false)
+        ]));
+        assert!(!being_run_elsewhere(&[action(1, 0, Done, 1, false)]));
+    }
 }
