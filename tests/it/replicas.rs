@@ -176,6 +176,13 @@ async fn lifecycle(
                 ))
                 .await;
         }
+        // Both answers show the actions done, whichever replica ran them:
+        // the other waited for them rather than answer "pending".
+        for reply in [&a, &b] {
+            for action in reply.body["actions_taken"].as_array().into_iter().flatten() {
+                assert_eq!(action["state"], "done", "{status}: {}", reply.text);
+            }
+        }
         replies.extend([a, b]);
     }
     replies
