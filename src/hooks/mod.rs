@@ -28,6 +28,9 @@ use crate::store::{Store, StoreError};
 const LEASE: Duration = Duration::from_secs(15);
 /// How often a runner renews the leases of the actions it holds.
 const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How long the resumer leaves a fresh action to the status report that
+/// recorded it (and runs at once) before taking it over.
+const UNTRIED_GRACE: Duration = Duration::from_secs(2);
 /// How long a status report waits for actions that another runner holds.
 const WAIT_FOR_OTHERS: Duration = Duration::from_secs(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -56,7 +59,10 @@ impl HookRunner {
     pub async fn run_job(&self, job: &JobId) -> Result<JobRecord, StoreError> {
         let deadline = tokio::time::Instant::now() + WAIT_FOR_OTHERS;
         loop {
-            let claimed = self.store.claim_due_actions(Some(job), LEASE, 16).await?;
+            let claimed = self
+                .store
+                .claim_due_actions(Some(job), LEASE, 16, Duration::ZERO)
+                .await?;
             if !claimed.is_empty() {
                 self.run(claimed).await?;
                 continue;
@@ -77,7 +83,10 @@ impl HookRunner {
     pub async fn run_due(&self) -> Result<usize, StoreError> {
         let mut total = 0;
         loop {
-            let claimed = self.store.claim_due_actions(None, LEASE, 32).await?;
+            let claimed = self
+                .store
+                .claim_due_actions(None, LEASE, 32, UNTRIED_GRACE)
+                .await?;
             if claimed.is_empty() {
                 return Ok(total);
             }

@@ -122,12 +122,16 @@ pub trait Store: Send + Sync {
 
     /// Leases up to `limit` due actions (of `job` only, if given) for
     /// `lease`: for each hook only its oldest pending action, so a commit
-    /// never overtakes its begin.
+    /// never overtakes its begin. An action never tried is taken only once
+    /// it has been due for `untried_grace`: the status report that recorded
+    /// it runs it at once, and the resumer leaves it to that report unless
+    /// the report seems to have died.
     async fn claim_due_actions(
         &self,
         job: Option<&JobId>,
         lease: Duration,
         limit: u32,
+        untried_grace: Duration,
     ) -> Result<Vec<ActionRecord>, StoreError>;
 
     /// Releases leases that no live runner can hold: called once at start.

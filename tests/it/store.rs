@@ -81,6 +81,7 @@ conformance!(
     a_failed_attempt_waits_for_its_retry_time,
     concurrent_claimers_never_share_an_action,
     a_renewed_lease_holds_and_a_released_one_is_not_renewed,
+    an_untried_action_is_left_to_its_report_for_the_grace_period,
 );
 
 fn descriptor(name: &str, pairs: &[(&str, &str)], comment: Option<&str>) -> CatalogDescriptor {
@@ -450,12 +451,12 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
 
     let first = backend
         .store
-        .claim_due_actions(None, Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
         .await
         .unwrap();
     let while_leased = backend
         .store
-        .claim_due_actions(None, Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
         .await
         .unwrap();
 
@@ -483,7 +484,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
         .unwrap();
     let next = backend
         .store
-        .claim_due_actions(None, Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(
@@ -516,7 +517,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
     assert!(
         backend
             .store
-            .claim_due_actions(None, Duration::from_secs(60), 10)
+            .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
             .await
             .unwrap()
             .is_empty()
@@ -533,7 +534,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
         .unwrap();
     let claimed = backend
         .store
-        .claim_due_actions(None, Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
         .await
         .unwrap();
     let retry_at = chrono::Utc::now() + chrono::Duration::milliseconds(300);
@@ -553,7 +554,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     assert!(
         backend
             .store
-            .claim_due_actions(None, Duration::from_secs(60), 10)
+            .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
             .await
             .unwrap()
             .is_empty(),
@@ -568,7 +569,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(400)).await;
     let again = backend
         .store
-        .claim_due_actions(None, Duration::from_secs(60), 10)
+        .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
@@ -604,7 +605,7 @@ async fn concurrent_claimers_never_share_an_action(backend: Backend) {
             let mut claimed = Vec::new();
             loop {
                 let batch = store
-                    .claim_due_actions(None, Duration::from_secs(60), 2)
+                    .claim_due_actions(None, Duration::from_secs(60), 2, Duration::ZERO)
                     .await
                     .unwrap();
                 if batch.is_empty() {
@@ -640,7 +641,10 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
             .unwrap();
     }
     let lease = Duration::from_millis(1000);
-    let claimed = store.claim_due_actions(None, lease, 10).await.unwrap();
+    let claimed = store
+        .claim_due_actions(None, lease, 10, Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 2);
     let retry_at = chrono::Utc::now();
     store
@@ -661,7 +665,10 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
 
     // Past the first lease: the renewed claim still holds; the released
     // action is due again, not leased by the renewal.
-    let due = store.claim_due_actions(None, lease, 10).await.unwrap();
+    let due = store
+        .claim_due_actions(None, lease, 10, Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(
         due.iter().map(|a| a.id).collect::<Vec<_>>(),
         [claimed[1].id]
@@ -671,10 +678,37 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
     };
     store.record_action(due[0].id, &done).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let expired = store.claim_due_actions(None, lease, 10).await.unwrap();
+    let expired = store
+        .claim_due_actions(None, lease, 10, Duration::ZERO)
+        .await
+        .unwrap();
     assert_eq!(
         expired.iter().map(|a| a.id).collect::<Vec<_>>(),
         [claimed[0].id],
         "without renewal the claim runs out"
     );
+}
+
+async fn an_untried_action_is_left_to_its_report_for_the_grace_period(backend: Backend) {
+    let store = &backend.store;
+    let new = job(JobMode::Streaming, 1, &[]);
+    store.insert_job(&new).await.unwrap();
+    store
+        .transition_job(&new.id, JobStatus::Created, None)
+        .await
+        .unwrap();
+    let (lease, grace) = (Duration::from_secs(60), Duration::from_millis(800));
+
+    let early = store
+        .claim_due_actions(None, lease, 10, grace)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let late = store
+        .claim_due_actions(None, lease, 10, grace)
+        .await
+        .unwrap();
+
+    assert!(early.is_empty(), "left to the report that recorded it");
+    assert_eq!(late.len(), 1, "taken over once the grace has passed");
 }
