@@ -15,32 +15,63 @@ use crate::helpers::{Reply, ServerProcess, TestPostgres, figure, postgres_option
 const JOBS: usize = 240;
 const CONCURRENT_JOBS: usize = 16;
 
+/// Two `ctasd serve` processes on one fresh PostgreSQL store, with a
+/// catalog `pg` on a fresh PostgreSQL target.
+struct Pair {
+    first: ServerProcess,
+    second: ServerProcess,
+    target: TestPostgres,
+    _store: TestPostgres,
+    _data_dir: tempfile::TempDir,
+}
+
+impl Pair {
+    /// `kill_at` arms a crash point in the first process only.
+    async fn start(kill_at: Option<&str>) -> Option<Self> {
+        let store = TestPostgres::create().await?;
+        let target = TestPostgres::create().await?;
+        let data_dir = tempfile::tempdir().unwrap();
+        let mut env = vec![("CTASD_DATABASE_URL", store.url.as_str())];
+        // One after the other: the first writes the secret key both use.
+        let second = ServerProcess::start_with_env(data_dir.path(), &env);
+        env.extend(kill_at.map(|spec| ("CTASD_FAULT_KILL_AT", spec)));
+        let first = ServerProcess::start_with_env(data_dir.path(), &env);
+        let registered = reqwest::Client::new()
+            .post(format!("{}/v1/catalogs", second.base))
+            .json(&json!({"name": "pg", "options": postgres_options(&target)}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(registered.status(), 201);
+        Some(Self {
+            first,
+            second,
+            target,
+            _store: store,
+            _data_dir: data_dir,
+        })
+    }
+}
+
 fn fails(job: usize) -> bool {
     job % 4 == 3
 }
 
 #[tokio::test]
 async fn two_replicas_on_one_postgres_store_commit_every_table_exactly_once() {
-    let Some(store) = TestPostgres::create().await else {
+    let Some(pair) = Pair::start(None).await else {
         return;
     };
-    let Some(target) = TestPostgres::create().await else {
-        return;
-    };
-    let data_dir = tempfile::tempdir().unwrap();
-    let env = [("CTASD_DATABASE_URL", store.url.as_str())];
-    // One after the other: the first writes the secret key both use.
-    let first = ServerProcess::start_with_env(data_dir.path(), &env);
-    let second = ServerProcess::start_with_env(data_dir.path(), &env);
+    // Every field bound by name: the store and data directory must outlive the test.
+    let Pair {
+        first,
+        second,
+        target,
+        _store,
+        _data_dir,
+    } = pair;
     let replicas = [first.base.clone(), second.base.clone()];
     let client = reqwest::Client::new();
-    let registered = client
-        .post(format!("{}/v1/catalogs", replicas[0]))
-        .json(&json!({"name": "pg", "options": postgres_options(&target)}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), 201);
 
     let started = Instant::now();
     let replies: Vec<Vec<Reply>> = futures_util::stream::iter(0..JOBS)
@@ -191,30 +222,20 @@ async fn lifecycle(
 #[tokio::test]
 async fn a_replica_killed_after_its_commit_leaves_the_recording_to_the_other_once_its_lease_runs_out()
  {
-    let Some(store) = TestPostgres::create().await else {
+    let Some(pair) = Pair::start(Some("commit-applied:1")).await else {
         return;
     };
-    let Some(target) = TestPostgres::create().await else {
-        return;
-    };
-    let data_dir = tempfile::tempdir().unwrap();
-    let env = [("CTASD_DATABASE_URL", store.url.as_str())];
-    let mut doomed = ServerProcess::start_with_env(
-        data_dir.path(),
-        &[env[0], ("CTASD_FAULT_KILL_AT", "commit-applied:1")],
-    );
-    let survivor = ServerProcess::start_with_env(data_dir.path(), &env);
+    let Pair {
+        first: mut doomed,
+        second: survivor,
+        target,
+        _store,
+        _data_dir,
+    } = pair;
     let client = reqwest::Client::new();
     let send = |request: reqwest::RequestBuilder| async move {
         Reply::from(request.send().await.unwrap()).await
     };
-    let registered = send(
-        client
-            .post(format!("{}/v1/catalogs", survivor.base))
-            .json(&json!({"name": "pg", "options": postgres_options(&target)})),
-    )
-    .await;
-    assert_eq!(registered.status, 201);
     let job = send(
         client
             .post(format!("{}/v1/jobs", survivor.base))
