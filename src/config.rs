@@ -82,6 +82,20 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_MAX_HEADER_BYTES", default_value_t = 16 * 1024)]
     pub max_header_bytes: usize,
 
+    /// Most connections open at once; the next one is answered 503.
+    #[arg(long, env = "CTASD_MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+
+    /// Longest a client may take to send a request's headers, in seconds;
+    /// a keep-alive connection with no new request is closed after it too.
+    #[arg(long, env = "CTASD_HEADER_READ_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_read_timeout_secs: u64,
+
+    /// Longest a connection may stay silent in the middle of a request or
+    /// an answer (no byte sent or read), in seconds.
+    #[arg(long, env = "CTASD_IDLE_TIMEOUT_SECS", default_value_t = 60)]
+    pub idle_timeout_secs: u64,
+
     /// Bearer tokens, one per line: `<name>:<role>:<sha256 hex of the token>`
     /// (create them with `ctasd token`).
     #[arg(long, env = "CTASD_TOKENS_FILE")]
@@ -110,6 +124,9 @@ impl ServeSettings {
             max_body_bytes: 1024 * 1024,
             request_timeout_secs: 30,
             max_header_bytes: 16 * 1024,
+            max_connections: 512,
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,

@@ -240,9 +240,85 @@ pub async fn authorize(
     next.run(request).await
 }
 
+/// Without tokens ctasd listens on loopback only; a web page the user
+/// visits could still reach it through DNS rebinding (its own name resolved
+/// to 127.0.0.1) or send it requests from its own origin. So in that mode a
+/// request must name a loopback host, and come from a loopback page if it
+/// comes from a page at all.
+pub async fn loopback_hosts_only(request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok());
+    let foreign_host = host.filter(|h| !is_loopback_authority(h));
+    let foreign_origin = origin.filter(|o| *o != "null").filter(|o| {
+        !o.split_once("://")
+            .is_some_and(|(_, a)| is_loopback_authority(a))
+    });
+    if let Some(named) = foreign_host.or(foreign_origin) {
+        tracing::warn!(named = %named.chars().take(100).collect::<String>(), "request refused: not addressed to loopback");
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "HOST_NOT_ALLOWED",
+            "Host not allowed",
+            "without tokens ctasd answers only requests addressed to localhost or a loopback \
+             address, from no page or a loopback page; configure tokens to serve other names",
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// `localhost`, a name under `.localhost`, `127.x.y.z` or `[::1]`, with any port.
+fn is_loopback_authority(authority: &str) -> bool {
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map(|(h, _)| h).unwrap_or(rest),
+        None => authority
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or(authority),
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_authorities_are_told_from_foreign_ones() {
+        for loopback in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:8080",
+            "127.1.2.3",
+            "[::1]:80",
+            "api.localhost",
+            "LOCALHOST.",
+        ] {
+            assert!(is_loopback_authority(loopback), "{loopback}");
+        }
+        for foreign in [
+            "attacker.example.com",
+            "attacker.example.com:8080",
+            "10.0.0.1",
+            "[::2]",
+            "localhost.evil.com",
+            "127.0.0.1.evil.com",
+        ] {
+            assert!(!is_loopback_authority(foreign), "{foreign}");
+        }
+    }
 
     #[test]
     fn each_route_needs_the_documented_permission() {

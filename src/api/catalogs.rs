@@ -328,7 +328,7 @@ async fn register_catalog(
 async fn list_catalogs(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<PageParams>,
-) -> Result<axum::Json<CatalogPage>, ApiError> {
+) -> Result<Response, ApiError> {
     let size = page::page_size(params.page_size)?;
     let after = match params.page_token.as_deref() {
         Some(token) => Some(page::decode_token("c", token, |name| {
@@ -336,13 +336,12 @@ async fn list_catalogs(
         })?),
         None => None,
     };
-    let records = state.store.list_catalogs(after.as_ref(), size + 1).await?;
-    let (records, next_page_token) =
-        page::split_page(records, size, |r| r.descriptor.name.to_string(), "c");
-    Ok(axum::Json(CatalogPage {
-        catalogs: records.iter().map(Catalog::from).collect(),
-        next_page_token,
-    }))
+    let mut page = page::BoundedPage::new("c", size, after);
+    while let Some((after, limit)) = page.wants() {
+        let records = state.store.list_catalogs(after.as_ref(), limit).await?;
+        page.take(records, |r| r.descriptor.name.clone(), |r| Catalog::from(r))?;
+    }
+    page.into_response("catalogs")
 }
 
 /// A catalog's descriptor; secrets are shown as `******`.
@@ -382,7 +381,7 @@ async fn get_catalog(
         (status = 409, description = "`CATALOG_MODIFIED`: altered by another request meanwhile", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`CATALOG_TYPE_IMMUTABLE`, invalid options, or `CATALOG_OPEN_FAILED`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`CATALOG_TYPE_IMMUTABLE`, invalid options, `CATALOG_SECRETS_REQUIRED` (where the catalog connects changes, and its secrets were not given again), or `CATALOG_OPEN_FAILED`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
@@ -399,6 +398,17 @@ async fn alter_catalog(
         comment: request.comment,
     };
     let next = alteration.apply(&current.descriptor)?;
+    state.catalogs.registry().check_relocation(
+        &current.descriptor.options,
+        &next.options,
+        &alteration.set,
+    )?;
+    if next.options == current.descriptor.options {
+        let record = state.store.update_catalog(&next, current.version).await?;
+        state.catalogs.carry_over(&current, &record).await;
+        tracing::info!(catalog = %record.descriptor.name, "catalog comment altered");
+        return Ok(axum::Json(Catalog::from(&record)));
+    }
     let live = state
         .catalogs
         .registry()
@@ -437,17 +447,6 @@ async fn drop_catalog(
     ApiQuery(params): ApiQuery<DropParams>,
 ) -> Result<StatusCode, ApiError> {
     let name = path_catalog_name(&catalog)?;
-    let in_use = state.store.unfinished_jobs_using(&name).await?;
-    if in_use > 0 {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "CATALOG_IN_USE",
-            "Catalog in use",
-            format!(
-                "catalog '{name}' is used by {in_use} unfinished job(s); drop it when they have ended"
-            ),
-        ));
-    }
     if !state.store.delete_catalog(&name).await? && !params.if_exists {
         return Err(ApiError::catalog_not_found(name.as_str()));
     }

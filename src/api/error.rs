@@ -223,6 +223,12 @@ impl From<StoreError> for ApiError {
                 detail,
             ),
             StoreError::CatalogNotFound(name) => Self::catalog_not_found(&name),
+            StoreError::CatalogInUse { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "CATALOG_IN_USE",
+                "Catalog in use",
+                detail,
+            ),
             StoreError::JobExists(_) => Self::new(
                 StatusCode::CONFLICT,
                 "JOB_EXISTS",
@@ -247,7 +253,13 @@ impl From<StoreError> for ApiError {
                 "Concurrent modification",
                 detail,
             ),
-            StoreError::Unavailable(_) | StoreError::NotReady(_) => Self {
+            StoreError::NotReady(reason) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "STORE_NOT_READY",
+                "Store not ready",
+                reason,
+            ),
+            StoreError::Unavailable(_) => Self {
                 internal: Some(detail),
                 ..Self::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -314,6 +326,15 @@ impl From<ValidationError> for ApiError {
                 invalid("CATALOG_OPTION_INVALID", "Invalid option value")
                     .with_field(format!("options.{key}"), reason.clone())
             }
+            ValidationError::SecretsRequired { missing, .. } => missing.iter().fold(
+                invalid("CATALOG_SECRETS_REQUIRED", "Secrets required"),
+                |e, key| {
+                    e.with_field(
+                        format!("set.{key}"),
+                        "give it again: the catalog is pointed somewhere new",
+                    )
+                },
+            ),
         }
     }
 }
@@ -392,6 +413,18 @@ impl From<CatalogError> for ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "TABLE_UNSUPPORTED",
                 "Table not supported",
+                detail,
+            ),
+            CatalogError::NotOwned { .. } => Self::new(
+                StatusCode::CONFLICT,
+                "TABLE_NOT_OWNED",
+                "Table not ctasd's to replace",
+                detail,
+            ),
+            CatalogError::Protected(_) => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "TARGET_PROTECTED",
+                "Target is protected",
                 detail,
             ),
             CatalogError::Unavailable(_) => Self::new(

@@ -30,14 +30,15 @@ async fn healthz() -> axum::Json<Health> {
     })
 }
 
-/// Readiness: the store is reachable and every migration is applied.
+/// Readiness: the store is reachable, every migration is applied and every
+/// table of its schema is there.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "health",
     responses(
         (status = 200, description = "Ready", body = Health),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`, or `STORE_NOT_READY` (migrations missing, or the store's schema damaged)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Health>, ApiError> {

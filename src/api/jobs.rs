@@ -22,7 +22,7 @@ use super::error::{ApiError, Problem};
 use super::extract::ApiQuery;
 use super::extract::{ApiJson, ApiPath};
 use super::{AppState, page};
-use crate::catalog::{WriteLocation, write_location};
+use crate::catalog::{CatalogError, WriteLocation, write_location};
 use crate::domain::hook::{ActionRecord, HookKind, JobFilter, JobRecord, NewHook, NewJob};
 use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
 use crate::domain::table::TableDefinition;
@@ -259,10 +259,10 @@ fn resubmitted(existing: &JobRecord, fingerprint: &str) -> Result<Response, ApiE
         (status = 200, description = "The same submission again: the existing job", body = Job),
         (status = 400, description = "`BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`JOB_EXISTS` (same id, different job), `TABLE_EXISTS` or `TARGET_MISSING`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`JOB_EXISTS` (same id, different job), `TABLE_EXISTS`, `TARGET_MISSING`, or `TABLE_NOT_OWNED` (a replace of a table ctasd cannot prove it made)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`BODY_INVALID`, `JOB_INVALID`, `CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND`, `TABLE_INVALID`, `TABLE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`BODY_INVALID`, `JOB_INVALID`, `CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND`, `TABLE_INVALID`, `TABLE_UNSUPPORTED` (the target system would refuse the table), `TARGET_PROTECTED` (a ctasd store)", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
@@ -333,6 +333,17 @@ async fn submit_job(
                 .ok_or_else(|| ApiError::internal("job vanished"))?;
             return resubmitted(&existing, &job.fingerprint);
         }
+        Err(StoreError::CatalogNotFound(name)) => {
+            let index = job
+                .hooks
+                .iter()
+                .position(|h| h.catalog.name.as_str() == name);
+            return Err(invalid(
+                format!("hooks[{}].target.catalog", index.unwrap_or_default()),
+                "CATALOG_NOT_FOUND",
+                format!("catalog '{name}' was dropped while the job was submitted"),
+            ));
+        }
         Err(error) => return Err(error.into()),
     };
     tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), "job submitted");
@@ -400,8 +411,6 @@ async fn check_hook(
             ));
         }
     };
-    live.check_definition(&hook.target.table, &definition)
-        .map_err(|e| invalid(field("table"), "TABLE_UNSUPPORTED", e.to_string()))?;
     if !live.list_databases().await?.contains(&database) {
         return Err(invalid(
             field("target.database"),
@@ -409,6 +418,17 @@ async fn check_hook(
             format!("database '{database}' does not exist in catalog '{catalog_name}'"),
         ));
     }
+    live.check_target(&database, &hook.target.table, &definition)
+        .await
+        .map_err(|e| match e {
+            CatalogError::Unsupported(message) => {
+                invalid(field("table"), "TABLE_UNSUPPORTED", message)
+            }
+            CatalogError::Protected(message) => {
+                invalid(field("target"), "TARGET_PROTECTED", message)
+            }
+            other => other.into(),
+        })?;
     let exists = live.table_exists(&database, &hook.target.table).await?;
     let target = format!("{catalog_name}.{database}.{}", hook.target.table);
     let skipped = match (hook.kind, exists) {
@@ -433,6 +453,11 @@ async fn check_hook(
         }
         _ => false,
     };
+    if exists && !skipped {
+        live.check_replaceable(&database, &hook.target.table)
+            .await
+            .map_err(|e| ApiError::from(e).with_field(field("target"), "not ctasd's to replace"))?;
+    }
     Ok(NewHook {
         kind: hook.kind,
         database,
@@ -570,7 +595,7 @@ pub struct JobPage {
 async fn list_jobs(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListJobsParams>,
-) -> Result<axum::Json<JobPage>, ApiError> {
+) -> Result<Response, ApiError> {
     let size = page::page_size(params.page_size)?;
     let after = match params.page_token.as_deref() {
         Some(token) => Some(page::decode_token("j", token, |id| JobId::parse(id).ok())?),
@@ -580,15 +605,15 @@ async fn list_jobs(
         status: params.status,
         catalog: params.catalog,
     };
-    let jobs = state
-        .store
-        .list_jobs(&filter, after.as_ref(), size + 1)
-        .await?;
-    let (jobs, next_page_token) = page::split_page(jobs, size, |j| j.id.to_string(), "j");
-    Ok(axum::Json(JobPage {
-        jobs: jobs.iter().map(job_view).collect(),
-        next_page_token,
-    }))
+    let mut page = page::BoundedPage::new("j", size, after);
+    while let Some((after, limit)) = page.wants() {
+        let jobs = state
+            .store
+            .list_jobs(&filter, after.as_ref(), limit)
+            .await?;
+        page.take(jobs, |job| job.id.clone(), job_view)?;
+    }
+    page.into_response("jobs")
 }
 
 /// One event in a job's history.

@@ -88,7 +88,11 @@ impl utoipa::Modify for BearerAuth {
                 );
                 responses.insert(
                     "403".into(),
-                    problem_answer("`FORBIDDEN`: the token's role may not do this").into(),
+                    problem_answer(
+                        "`FORBIDDEN`: the token's role may not do this; `HOST_NOT_ALLOWED`: \
+                         without tokens, the request was not addressed to loopback",
+                    )
+                    .into(),
                 );
             }
         }
@@ -168,10 +172,17 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     let (router, _) = routes().split_for_parts();
     let timeout = settings.request_timeout();
     let max_header_bytes = settings.max_header_bytes;
-    router
+    let loopback_only = tokens.is_empty() && settings.listen.ip().is_loopback();
+    let router = router
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+        .with_state(state);
+    let router = if loopback_only {
+        router.layer(middleware::from_fn(auth::loopback_hosts_only))
+    } else {
+        router
+    };
+    router
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(middleware::from_fn_with_state(tokens, auth::authorize))
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))

@@ -32,6 +32,12 @@ const MYSQL_MAX_VARCHAR: u32 = 16_383;
 const MYSQL_MAX_VARBINARY: u32 = 65_535;
 /// SQLite stores decimals as 8-byte floats: 15 significant digits survive.
 const SQLITE_MAX_DECIMAL_PRECISION: u32 = 15;
+/// MySQL's row size limit, not counting TEXT and BLOB columns.
+const MYSQL_MAX_ROW_BYTES: u64 = 65_535;
+/// InnoDB's longest index key (with the default DYNAMIC row format).
+const MYSQL_MAX_KEY_BYTES: u64 = 3072;
+/// PostgreSQL's system columns, whose names a table cannot use.
+const POSTGRES_SYSTEM_COLUMNS: &[&str] = &["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
 
 impl Dialect {
     pub fn name(self) -> &'static str {
@@ -72,6 +78,136 @@ impl Dialect {
             Self::MySql => format!("`{}`", name.replace('`', "``")),
             Self::Postgres | Self::Sqlite => format!("\"{}\"", name.replace('"', "\"\"")),
         })
+    }
+
+    /// Most columns a table may have: PostgreSQL's `MaxHeapAttributeNumber`,
+    /// InnoDB's column limit, SQLite's default `SQLITE_MAX_COLUMN`.
+    pub fn max_columns(self) -> usize {
+        match self {
+            Self::Postgres => 1600,
+            Self::MySql => 1017,
+            Self::Sqlite => 2000,
+        }
+    }
+
+    /// Most columns a primary key may have (`INDEX_MAX_KEYS`; MySQL's key
+    /// parts); SQLite has no limit of its own below its column limit.
+    fn max_key_columns(self) -> usize {
+        match self {
+            Self::Postgres => 32,
+            Self::MySql => 16,
+            Self::Sqlite => 2000,
+        }
+    }
+
+    /// A name this system can hold as an identifier, as it is.
+    fn check_identifier(self, what: &str, name: &str) -> Result<(), DialectError> {
+        self.quote(name)?;
+        if self == Self::MySql && name.ends_with(' ') {
+            return Err(DialectError::Name(format!(
+                "{what} '{name}' ends with a space, which MySQL/MariaDB refuses in identifiers"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A database name this system can hold.
+    pub fn check_database_name(self, database: &str) -> Result<(), DialectError> {
+        self.check_identifier("database name", database)
+    }
+
+    /// Whatever can be known before asking the system: names it refuses,
+    /// more columns or key columns than it holds, rows larger than it
+    /// allows, and the DDL itself (types it cannot hold).
+    pub fn check_table(
+        self,
+        table: &str,
+        definition: &TableDefinition,
+    ) -> Result<(), DialectError> {
+        self.check_identifier("table name", table)?;
+        if self == Self::Sqlite && table.to_ascii_lowercase().starts_with("sqlite_") {
+            return Err(DialectError::Name(format!(
+                "table name '{table}' starts with 'sqlite_', which SQLite reserves for itself"
+            )));
+        }
+        let physical: Vec<_> = definition
+            .columns
+            .iter()
+            .filter(|c| c.is_physical())
+            .collect();
+        if physical.len() > self.max_columns() {
+            return Err(DialectError::Name(format!(
+                "{} tables hold at most {} columns; this one has {}",
+                self.name(),
+                self.max_columns(),
+                physical.len()
+            )));
+        }
+        for column in &physical {
+            self.check_identifier("column name", &column.name)?;
+            if self == Self::Postgres && POSTGRES_SYSTEM_COLUMNS.contains(&column.name.as_str()) {
+                return Err(DialectError::Column {
+                    column: column.name.clone(),
+                    reason: "the name is one of PostgreSQL's system columns".into(),
+                });
+            }
+        }
+        if let Some(pk) = &definition.primary_key
+            && pk.columns.len() > self.max_key_columns()
+        {
+            return Err(DialectError::Name(format!(
+                "{} primary keys hold at most {} columns; '{}' has {}",
+                self.name(),
+                self.max_key_columns(),
+                pk.name,
+                pk.columns.len()
+            )));
+        }
+        if self == Self::MySql {
+            self.check_mysql_sizes(definition)?;
+        }
+        self.create_table("t", definition).map(|_| ())
+    }
+
+    /// MySQL's row size limit and InnoDB's key length limit, from the bytes
+    /// each column takes at most (utf8mb4: four bytes a character).
+    fn check_mysql_sizes(self, definition: &TableDefinition) -> Result<(), DialectError> {
+        let mut row_bytes = 0u64;
+        let mut nullable = 0u64;
+        for column in definition.columns.iter().filter(|c| c.is_physical()) {
+            let data_type =
+                DataType::parse(&column.data_type).map_err(|e| DialectError::Column {
+                    column: column.name.clone(),
+                    reason: e.to_string(),
+                })?;
+            row_bytes += mysql_bytes(&data_type.kind);
+            nullable += u64::from(data_type.nullable);
+        }
+        row_bytes += nullable.div_ceil(8);
+        if row_bytes > MYSQL_MAX_ROW_BYTES {
+            return Err(DialectError::Name(format!(
+                "a MySQL/MariaDB row holds at most {MYSQL_MAX_ROW_BYTES} bytes besides TEXT and BLOB \
+                 columns, and these columns take up to {row_bytes}: shorten VARCHAR columns or make \
+                 some of them STRING"
+            )));
+        }
+        if let Some(pk) = &definition.primary_key {
+            let key_bytes: u64 = pk
+                .columns
+                .iter()
+                .filter_map(|name| definition.columns.iter().find(|c| &c.name == name))
+                .filter_map(|c| DataType::parse(&c.data_type).ok())
+                .map(|t| mysql_bytes(&t.kind))
+                .sum();
+            if key_bytes > MYSQL_MAX_KEY_BYTES {
+                return Err(DialectError::Name(format!(
+                    "primary key '{}' takes up to {key_bytes} bytes; InnoDB keys hold at most \
+                     {MYSQL_MAX_KEY_BYTES} (a VARCHAR(n) key column takes 4n)",
+                    pk.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The column type for a Flink type, without nullability.
@@ -225,6 +361,40 @@ impl Dialect {
     }
 }
 
+/// The most bytes a column of this type takes in a MySQL row (TEXT and
+/// BLOB columns count only their pointer).
+fn mysql_bytes(kind: &TypeKind) -> u64 {
+    let fraction = |p: u32| u64::from(p).div_ceil(2);
+    let length_prefix = |n: u64| if n > 255 { 2 } else { 1 };
+    let decimal_digits = |digits: u32| {
+        u64::from(digits / 9) * 4 + [0, 1, 1, 2, 2, 3, 3, 4, 4][(digits % 9) as usize]
+    };
+    match kind {
+        TypeKind::Boolean | TypeKind::TinyInt => 1,
+        TypeKind::SmallInt => 2,
+        TypeKind::Int | TypeKind::Float => 4,
+        TypeKind::BigInt | TypeKind::Double => 8,
+        TypeKind::Decimal { precision, scale } => {
+            decimal_digits(precision - scale) + decimal_digits(*scale)
+        }
+        TypeKind::Char(n) => u64::from(*n) * 4,
+        TypeKind::VarChar(n) if *n <= MYSQL_MAX_VARCHAR => {
+            let bytes = u64::from(*n) * 4;
+            bytes + length_prefix(bytes)
+        }
+        TypeKind::Binary(n) => u64::from(*n),
+        TypeKind::VarBinary(n) if *n <= MYSQL_MAX_VARBINARY => {
+            u64::from(*n) + length_prefix(u64::from(*n))
+        }
+        TypeKind::VarChar(_) | TypeKind::VarBinary(_) => 12,
+        TypeKind::Date => 3,
+        TypeKind::Time(p) => 3 + fraction(*p),
+        TypeKind::Timestamp(p) => 5 + fraction(*p),
+        TypeKind::TimestampLtz(p) => 4 + fraction(*p),
+        TypeKind::Array(_) | TypeKind::Map(..) | TypeKind::Row(_) => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +483,88 @@ mod tests {
                 dialect.name()
             );
         }
+    }
+
+    fn table_of(columns: &[(&str, &str)], key: &[&str]) -> TableDefinition {
+        let columns: Vec<_> = columns
+            .iter()
+            .map(|(name, data_type)| serde_json::json!({"name": name, "type": data_type}))
+            .collect();
+        let mut table = serde_json::json!({"columns": columns});
+        if !key.is_empty() {
+            table["primary_key"] = serde_json::json!({"name": "pk", "columns": key});
+        }
+        serde_json::from_value(table).unwrap()
+    }
+
+    #[test]
+    fn tables_a_system_cannot_hold_are_refused_before_any_ddl() {
+        let wide: Vec<(String, &str)> = (0..1700).map(|i| (format!("c{i}"), "INT")).collect();
+        let wide: Vec<(&str, &str)> = wide.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let refused = [
+            (
+                Dialect::Postgres,
+                "t",
+                table_of(&wide, &[]),
+                "at most 1600 columns",
+            ),
+            (
+                Dialect::MySql,
+                "t",
+                table_of(&wide, &[]),
+                "at most 1017 columns",
+            ),
+            (
+                Dialect::MySql,
+                "t ",
+                table_of(&[("a", "INT")], &[]),
+                "ends with a space",
+            ),
+            (
+                Dialect::MySql,
+                "t",
+                table_of(&[("a ", "INT")], &[]),
+                "ends with a space",
+            ),
+            (
+                Dialect::Postgres,
+                "t",
+                table_of(&[("ctid", "INT")], &[]),
+                "system columns",
+            ),
+            (
+                Dialect::Sqlite,
+                "sqlite_x",
+                table_of(&[("a", "INT")], &[]),
+                "reserves",
+            ),
+            (
+                Dialect::MySql,
+                "t",
+                table_of(&[("a", "VARCHAR(10000)"), ("b", "VARCHAR(10000)")], &[]),
+                "at most 65535 bytes",
+            ),
+            (
+                Dialect::MySql,
+                "t",
+                table_of(&[("a", "VARCHAR(1000) NOT NULL")], &["a"]),
+                "InnoDB keys hold at most 3072",
+            ),
+        ];
+        for (dialect, name, table, expected) in refused {
+            let error = dialect.check_table(name, &table).unwrap_err().to_string();
+            assert!(error.contains(expected), "{}: {error}", dialect.name());
+        }
+        assert!(
+            Dialect::Sqlite
+                .check_table("t", &table_of(&wide, &[]))
+                .is_ok()
+        );
+        assert!(
+            Dialect::MySql
+                .check_table("t", &table_of(&[("a", "VARCHAR(700) NOT NULL")], &["a"]))
+                .is_ok()
+        );
     }
 
     #[test]

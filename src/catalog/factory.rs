@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::Catalog;
+use super::protected::ProtectedPaths;
 use crate::domain::options::{PROPERTY_VERSION_KEY, TYPE_KEY, is_sensitive};
 use crate::domain::{CatalogName, CatalogOptions};
 
@@ -21,6 +22,9 @@ pub struct OptionSpec {
     pub required: bool,
     pub default: Option<&'static str>,
     pub description: &'static str,
+    /// Says where the catalog connects (a server URL, a directory): changing
+    /// it sends the catalog's secrets somewhere new.
+    pub locates: bool,
 }
 
 impl OptionSpec {
@@ -30,6 +34,15 @@ impl OptionSpec {
             required: true,
             default: None,
             description,
+            locates: false,
+        }
+    }
+
+    /// A required option that says where the catalog connects.
+    pub const fn location(key: &'static str, description: &'static str) -> Self {
+        Self {
+            locates: true,
+            ..Self::required(key, description)
         }
     }
 
@@ -43,6 +56,7 @@ impl OptionSpec {
             required: false,
             default,
             description,
+            locates: false,
         }
     }
 
@@ -87,6 +101,15 @@ pub enum ValidationError {
     },
     #[error("Invalid value for option '{key}': {reason}")]
     InvalidValue { key: String, reason: String },
+    #[error(
+        "Changing {} would send the stored secrets to a new place: give {} again in the same request.",
+        moved.join(", "),
+        missing.join(", ")
+    )]
+    SecretsRequired {
+        moved: Vec<String>,
+        missing: Vec<String>,
+    },
 }
 
 /// A catalog that validated but could not be opened. The message is redacted.
@@ -117,9 +140,25 @@ pub trait CatalogFactory: Send + Sync {
     fn validate(&self, _options: &CatalogOptions) -> Result<(), ValidationError> {
         Ok(())
     }
-    /// Connects, and proves the connection works. Errors are plain reasons;
-    /// the registry redacts them.
-    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, String>;
+    /// Connects, and proves the connection works. Errors carry plain
+    /// reasons; the registry redacts them.
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError>;
+}
+
+/// Why a factory could not open a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactoryError {
+    /// An option's value is refused once looked at in the world (a path that
+    /// is not a directory, a database that is ctasd's own store).
+    Invalid(ValidationError),
+    /// The system could not be reached or refused the connection.
+    Unreachable(String),
+}
+
+impl From<String> for FactoryError {
+    fn from(reason: String) -> Self {
+        Self::Unreachable(reason)
+    }
 }
 
 /// Every factory this process knows, by identifier.
@@ -134,12 +173,13 @@ impl FactoryRegistry {
         }
     }
 
-    /// The built-in types: `generic_in_memory`, `jdbc`, `filesystem`.
-    pub fn builtin() -> Self {
+    /// The built-in types: `generic_in_memory`, `jdbc`, `filesystem`; none
+    /// of them may point at `protected`.
+    pub fn builtin(protected: Arc<ProtectedPaths>) -> Self {
         Self::new(vec![
             Box::new(super::memory::MemoryCatalogFactory),
-            Box::new(super::jdbc::JdbcCatalogFactory),
-            Box::new(super::filesystem::FilesystemCatalogFactory),
+            Box::new(super::jdbc::JdbcCatalogFactory::new(protected.clone())),
+            Box::new(super::filesystem::FilesystemCatalogFactory::new(protected)),
         ])
     }
 
@@ -185,6 +225,34 @@ impl FactoryRegistry {
         Ok(factory.as_ref())
     }
 
+    /// An alteration from `current` to `next`, with `given` the options the
+    /// request set: one that changes where the catalog connects must give
+    /// every secret again, or an operator could send the stored password to
+    /// a server they control.
+    pub fn check_relocation(
+        &self,
+        current: &CatalogOptions,
+        next: &CatalogOptions,
+        given: &BTreeMap<String, String>,
+    ) -> Result<(), ValidationError> {
+        let factory = self.validate(next)?;
+        let moved: Vec<String> = factory
+            .all_options()
+            .iter()
+            .filter(|spec| spec.locates && current.get(spec.key) != next.get(spec.key))
+            .map(|spec| spec.key.to_owned())
+            .collect();
+        let missing: Vec<String> = next
+            .keys()
+            .filter(|key| is_sensitive(key) && !given.contains_key(*key))
+            .map(str::to_owned)
+            .collect();
+        if moved.is_empty() || missing.is_empty() {
+            return Ok(());
+        }
+        Err(ValidationError::SecretsRequired { moved, missing })
+    }
+
     /// Validate, then open. The catalog is usable when this returns.
     pub async fn open(
         &self,
@@ -192,11 +260,12 @@ impl FactoryRegistry {
         options: &CatalogOptions,
     ) -> Result<Arc<dyn Catalog>, OpenOrInvalid> {
         let factory = self.validate(options)?;
-        factory.open(options).await.map_err(|reason| {
-            OpenOrInvalid::Open(OpenError {
+        factory.open(options).await.map_err(|error| match error {
+            FactoryError::Invalid(invalid) => OpenOrInvalid::Invalid(invalid),
+            FactoryError::Unreachable(reason) => OpenOrInvalid::Open(OpenError {
                 catalog: name.to_string(),
                 reason: options.redact(&reason),
-            })
+            }),
         })
     }
 }
@@ -224,7 +293,7 @@ mod tests {
     }
 
     fn message(pairs: &[(&str, &str)]) -> String {
-        FactoryRegistry::builtin()
+        FactoryRegistry::builtin(Default::default())
             .validate(&options(pairs))
             .err()
             .expect("should be refused")
@@ -272,7 +341,7 @@ mod tests {
 
     #[test]
     fn property_version_is_accepted_by_every_type() {
-        let registry = FactoryRegistry::builtin();
+        let registry = FactoryRegistry::builtin(Default::default());
         assert!(
             registry
                 .validate(&options(&[

@@ -4,7 +4,16 @@
 //! schema file whose name starts with `_`, which engines skip when reading.
 //! Opening checks that the warehouse exists and is writable, by writing and
 //! removing a probe file, so that a typo'd path is refused at registration
-//! rather than at the first commit.
+//! rather than at the first commit. The warehouse must be a canonical path
+//! outside the operating system's trees and ctasd's own data directory (see
+//! [`super::protected`]).
+//!
+//! ctasd removes only directories it can prove it made: a staging or a
+//! published table holds ctasd's marker and schema files. A replace whose
+//! target is a directory someone else wrote is refused (at submission, and
+//! as a conflict at commit); nothing of it is deleted. Removal deletes the
+//! data first and ctasd's own files last, so a removal cut short by a crash
+//! leaves a directory that still proves whose it is, and the retry finishes.
 //!
 //! A batch table is staged in a hidden directory `<db>/_ctasd_stg_<key>/` and
 //! published with `renameat2`: `RENAME_NOREPLACE` for a new table (plain
@@ -20,10 +29,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::factory::{CatalogFactory, OptionSpec, ValidationError};
+use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
+use super::protected::{ProtectedPaths, canonical_directory};
 use super::{
-    Catalog, CatalogError, ColumnInfo, CommitOutcome, Publish, Staging, TableInfo, defined_table,
-    staging_missing, table_exists_error, table_not_found,
+    Catalog, CatalogError, ColumnInfo, CommitOutcome, Publish, Staging, StagingKey, TableInfo,
+    defined_table, staging_missing, table_exists_error, table_not_found,
 };
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
@@ -35,11 +45,16 @@ pub const SCHEMA_FILE: &str = "_ctasd_schema.json";
 /// In a staging or published table: the staging key that made it.
 pub const COMMIT_MARKER: &str = "_ctasd_commit";
 const STAGING_PREFIX: &str = "_ctasd_stg_";
+/// Every file ctasd writes into a table directory starts with this.
+const OWN_FILE_PREFIX: &str = "_ctasd_";
+/// Longest file name on the file systems ctasd runs on (`NAME_MAX`), in bytes.
+const MAX_NAME_BYTES: usize = 255;
 
 static OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required(
+    OptionSpec::location(
         "path",
-        "Absolute path of the warehouse directory; it must exist and be writable.",
+        "Absolute, canonical path of the warehouse directory; it must exist and be writable, \
+         and lie outside system directories and ctasd's data directory.",
     ),
     OptionSpec::optional(
         "default-database",
@@ -48,7 +63,22 @@ static OPTIONS: &[OptionSpec] = &[
     ),
 ];
 
-pub struct FilesystemCatalogFactory;
+pub struct FilesystemCatalogFactory {
+    protected: Arc<ProtectedPaths>,
+}
+
+impl FilesystemCatalogFactory {
+    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
+        Self { protected }
+    }
+}
+
+fn invalid_path(reason: String) -> FactoryError {
+    FactoryError::Invalid(ValidationError::InvalidValue {
+        key: "path".into(),
+        reason,
+    })
+}
 
 #[async_trait]
 impl CatalogFactory for FilesystemCatalogFactory {
@@ -73,47 +103,54 @@ impl CatalogFactory for FilesystemCatalogFactory {
             });
         }
         if let Some(db) = options.get("default-database") {
-            crate::domain::ObjectName::parse("default-database", db).map_err(|e| {
-                ValidationError::InvalidValue {
-                    key: "default-database".into(),
-                    reason: e.to_string(),
-                }
+            check_name("database name", db).map_err(|reason| ValidationError::InvalidValue {
+                key: "default-database".into(),
+                reason,
             })?;
         }
         Ok(())
     }
 
-    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, String> {
-        let root = PathBuf::from(options.get("path").unwrap_or_default());
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {
+        let given = options.get("path").unwrap_or_default().to_owned();
         let default_database = options
             .get("default-database")
             .unwrap_or(DEFAULT_DATABASE)
             .to_owned();
-        let probe_root = root.clone();
-        let database_dir = root.join(&default_database);
-        tokio::task::spawn_blocking(move || -> Result<(), String> {
-            let meta = std::fs::metadata(&probe_root)
-                .map_err(|e| format!("warehouse directory '{}': {e}", probe_root.display()))?;
-            if !meta.is_dir() {
-                return Err(format!(
-                    "warehouse path '{}' is not a directory",
-                    probe_root.display()
-                ));
+        let protected = self.protected.clone();
+        let database = default_database.clone();
+        let root = tokio::task::spawn_blocking(move || -> Result<PathBuf, FactoryError> {
+            let root = canonical_directory(&given).map_err(invalid_path)?;
+            if let Some(reason) = protected.refuse_warehouse(&root) {
+                return Err(invalid_path(reason));
             }
-            let probe = probe_root.join(format!("_ctasd_probe_{}", uuid::Uuid::new_v4().simple()));
+            let probe = root.join(format!("_ctasd_probe_{}", uuid::Uuid::new_v4().simple()));
             std::fs::write(&probe, b"").map_err(|e| {
                 format!(
                     "warehouse directory '{}' is not writable: {e}",
-                    probe_root.display()
+                    root.display()
                 )
             })?;
             let _ = std::fs::remove_file(&probe);
-            std::fs::create_dir_all(&database_dir).map_err(|e| {
-                format!(
-                    "cannot create database directory '{}': {e}",
-                    database_dir.display()
-                )
-            })
+            let database_dir = root.join(&database);
+            match std::fs::symlink_metadata(&database_dir) {
+                Ok(meta) if meta.is_dir() => Ok(root),
+                Ok(_) => Err(FactoryError::Invalid(ValidationError::InvalidValue {
+                    key: "default-database".into(),
+                    reason: format!(
+                        "'{}' is not a directory of the warehouse (a file or a symbolic link)",
+                        database_dir.display()
+                    ),
+                })),
+                Err(_) => std::fs::create_dir(&database_dir)
+                    .map(|()| root)
+                    .map_err(|e| {
+                        FactoryError::Unreachable(format!(
+                            "cannot create database directory '{}': {e}",
+                            database_dir.display()
+                        ))
+                    }),
+            }
         })
         .await
         .map_err(|e| format!("warehouse check did not complete: {e}"))??;
@@ -200,6 +237,23 @@ impl FilesystemCatalog {
     fn unavailable(&self, e: std::io::Error) -> CatalogError {
         CatalogError::Unavailable(format!("warehouse '{}': {e}", self.root.display()))
     }
+}
+
+/// Why a database or table name cannot be a directory of the warehouse.
+fn check_name(what: &'static str, name: &str) -> Result<(), String> {
+    ObjectName::parse(what, name).map_err(|e| e.to_string())?;
+    if name.starts_with('_') || name.starts_with('.') {
+        return Err(format!(
+            "{what} '{name}' starts with '_' or '.', which engines and browsing skip as hidden"
+        ));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "{what} '{name}' is {} bytes long; a directory name holds at most {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -292,19 +346,29 @@ impl Catalog for FilesystemCatalog {
         self.blocking(move || paths.abort(&staging)).await
     }
 
-    fn check_definition(
+    async fn check_target(
         &self,
+        database: &str,
         table: &str,
         _definition: &TableDefinition,
     ) -> Result<(), CatalogError> {
-        if table.starts_with('_') || table.starts_with('.') {
-            return Err(CatalogError::Unsupported(format!(
-                "table name '{table}' starts with '_' or '.', which engines and browsing skip as hidden"
-            )));
-        }
-        ObjectName::parse("table name", table)
-            .map_err(|e| CatalogError::Unsupported(e.to_string()))?;
-        Ok(())
+        check_name("database name", database).map_err(CatalogError::Unsupported)?;
+        check_name("table name", table).map_err(CatalogError::Unsupported)
+    }
+
+    async fn check_replaceable(&self, database: &str, table: &str) -> Result<(), CatalogError> {
+        let dir = self.root.join(database).join(table);
+        let (database, table) = (database.to_owned(), table.to_owned());
+        self.blocking(move || match ownership(&dir)? {
+            Ownership::Foreign(reason) => Err(CatalogError::NotOwned {
+                database,
+                table,
+                reason,
+            }
+            .into()),
+            _ => Ok(()),
+        })
+        .await
     }
 
     async fn close(&self) {}
@@ -361,6 +425,99 @@ impl From<CatalogError> for Failure {
     }
 }
 
+/// What a path under the warehouse is, as far as ctasd can prove.
+#[derive(Debug, PartialEq, Eq)]
+enum Ownership {
+    Missing,
+    /// A directory holding ctasd's schema file and a marker naming the
+    /// staging that made it: a table ctasd published, or one of its stagings.
+    Made(StagingKey),
+    /// A directory holding nothing but ctasd's own files (a staging cut short
+    /// before its marker was written): removing it loses nothing.
+    OnlyOwnFiles,
+    /// Anything else: not ctasd's to remove or replace.
+    Foreign(String),
+}
+
+fn ownership(dir: &Path) -> std::io::Result<Ownership> {
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ownership::Missing),
+        Err(e) => return Err(e),
+    };
+    if meta.is_symlink() {
+        return Ok(Ownership::Foreign(
+            "it is a symbolic link, which ctasd never creates".into(),
+        ));
+    }
+    if !meta.is_dir() {
+        return Ok(Ownership::Foreign(
+            "it is a file, not a table directory".into(),
+        ));
+    }
+    let is_file = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_file());
+    if is_file(SCHEMA_FILE)
+        && is_file(COMMIT_MARKER)
+        && let Some(key) = std::fs::read_to_string(dir.join(COMMIT_MARKER))
+            .ok()
+            .and_then(|marker| StagingKey::parse(&marker))
+    {
+        return Ok(Ownership::Made(key));
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let own = entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(OWN_FILE_PREFIX);
+        if !(own && entry.file_type()?.is_file()) {
+            return Ok(Ownership::Foreign(format!(
+                "it holds '{}' but no ctasd marker ({COMMIT_MARKER} and {SCHEMA_FILE}): \
+                 ctasd did not make it",
+                entry.file_name().to_string_lossy()
+            )));
+        }
+    }
+    Ok(Ownership::OnlyOwnFiles)
+}
+
+/// Removes a directory that [`ownership`] proved ctasd's: the data first,
+/// ctasd's own files last, then the directory. Cut short, it leaves a
+/// directory that still proves whose it is.
+fn remove_owned(dir: &Path, database: &Path) -> std::io::Result<()> {
+    remove_data(dir)?;
+    remove_own_files(dir, database)
+}
+
+/// Everything in `dir` but ctasd's own files.
+fn remove_data(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(OWN_FILE_PREFIX)
+        {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// ctasd's own files in `dir`, then `dir` itself, once the data is gone.
+fn remove_own_files(dir: &Path, database: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        std::fs::remove_file(entry?.path())?;
+    }
+    std::fs::remove_dir(dir)?;
+    sync_dir(database)
+}
+
 struct TablePaths {
     database: PathBuf,
     staging: PathBuf,
@@ -368,11 +525,18 @@ struct TablePaths {
 }
 
 impl TablePaths {
+    /// The database directory exists and is a real directory of the
+    /// warehouse (a symbolic link could lead anywhere).
     fn check_database(&self, staging: &Staging) -> Result<(), Failure> {
-        if self.database.is_dir() {
-            Ok(())
-        } else {
-            Err(CatalogError::DatabaseNotFound(staging.database.clone()).into())
+        match std::fs::symlink_metadata(&self.database) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => Err(CatalogError::Unsupported(format!(
+                "database directory '{}' is a symbolic link or a file; ctasd works only in \
+                 real directories of the warehouse",
+                self.database.display()
+            ))
+            .into()),
+            Err(_) => Err(CatalogError::DatabaseNotFound(staging.database.clone()).into()),
         }
     }
 
@@ -398,15 +562,45 @@ impl TablePaths {
         sync_dir(dir)
     }
 
-    fn marked_by(dir: &Path, staging: &Staging) -> bool {
-        std::fs::read(dir.join(COMMIT_MARKER)).is_ok_and(|m| m == staging.key.as_str().as_bytes())
+    fn made_by(dir: &Path, staging: &Staging) -> std::io::Result<bool> {
+        Ok(ownership(dir)? == Ownership::Made(staging.key.clone()))
+    }
+
+    /// The staging path is this hook's to fill: absent, its own, or only
+    /// ctasd's files; anything else someone else put there.
+    fn check_staging_free(&self, staging: &Staging) -> Result<(), Failure> {
+        match ownership(&self.staging)? {
+            Ownership::Missing | Ownership::OnlyOwnFiles => Ok(()),
+            Ownership::Made(key) if key == staging.key => Ok(()),
+            Ownership::Made(_) | Ownership::Foreign(_) => {
+                Err(self.not_owned(staging, &self.staging))
+            }
+        }
+    }
+
+    fn not_owned(&self, staging: &Staging, dir: &Path) -> Failure {
+        let reason = match ownership(dir) {
+            Ok(Ownership::Foreign(reason)) => reason,
+            _ => "it was made by another job's staging".into(),
+        };
+        CatalogError::NotOwned {
+            database: staging.database.clone(),
+            table: dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            reason,
+        }
+        .into()
     }
 
     fn create(&self, staging: &Staging) -> Result<bool, Failure> {
         self.check_database(staging)?;
-        if self.target.exists() {
+        if ownership(&self.target)? != Ownership::Missing {
             return Ok(false);
         }
+        self.check_staging_free(staging)?;
         Self::fill(&self.staging, staging)?;
         match rename(&self.staging, &self.target, RenameFlags::NOREPLACE) {
             Ok(()) => {
@@ -414,7 +608,7 @@ impl TablePaths {
                 Ok(true)
             }
             Err(e) if is_already_there(&e) => {
-                std::fs::remove_dir_all(&self.staging)?;
+                remove_owned(&self.staging, &self.database)?;
                 Ok(false)
             }
             Err(e) => Err(e.into()),
@@ -423,6 +617,7 @@ impl TablePaths {
 
     fn begin(&self, staging: &Staging) -> Result<(), Failure> {
         self.check_database(staging)?;
+        self.check_staging_free(staging)?;
         Self::fill(&self.staging, staging)?;
         sync_dir(&self.database)?;
         Ok(())
@@ -430,14 +625,12 @@ impl TablePaths {
 
     fn commit(&self, staging: &Staging, publish: Publish) -> Result<CommitOutcome, Failure> {
         self.check_database(staging)?;
-        if !Self::marked_by(&self.staging, staging) {
+        if !Self::made_by(&self.staging, staging)? {
             // Already published: after a swap, the staging path may still
-            // hold the replaced table; it is ours to remove.
-            if Self::marked_by(&self.target, staging) {
-                if self.staging.exists() {
-                    std::fs::remove_dir_all(&self.staging)?;
-                    sync_dir(&self.database)?;
-                }
+            // hold the replaced table, which was proven ctasd's before the
+            // swap and is removed now.
+            if Self::made_by(&self.target, staging)? {
+                self.remove_replaced()?;
                 return Ok(CommitOutcome::AlreadyCommitted);
             }
             return Err(staging_missing(staging).into());
@@ -448,36 +641,56 @@ impl TablePaths {
                 other => other?,
             },
             Publish::Replace => {
-                if !self.target.is_dir() {
-                    return Err(table_not_found(staging).into());
+                match ownership(&self.target)? {
+                    Ownership::Missing => return Err(table_not_found(staging).into()),
+                    Ownership::Foreign(_) => return Err(self.not_owned(staging, &self.target)),
+                    Ownership::Made(_) | Ownership::OnlyOwnFiles => {}
                 }
                 rename(&self.staging, &self.target, RenameFlags::EXCHANGE)?;
                 sync_dir(&self.database)?;
                 fault::reached(Point::CommitMidway);
                 // The staging path now holds the replaced table.
-                std::fs::remove_dir_all(&self.staging)?;
+                self.remove_replaced()?;
             }
         }
         sync_dir(&self.database)?;
         Ok(CommitOutcome::Committed)
     }
 
-    /// Removes the staging directory, whatever is left of it. Its name holds
-    /// the hook's key, so it is ours with or without the marker: an abort cut
-    /// short after removing the marker (which goes first, and is where the
-    /// crash suite stops it) leaves a directory that the retry still removes.
-    fn abort(&self, _staging: &Staging) -> Result<(), Failure> {
-        if !self.staging.exists() {
-            return Ok(());
+    /// Removes what a swap left at the staging path, if ctasd can prove it
+    /// made it; anything else is left where it is, and said so in the log.
+    fn remove_replaced(&self) -> Result<(), Failure> {
+        match ownership(&self.staging)? {
+            Ownership::Missing => Ok(()),
+            Ownership::Made(_) | Ownership::OnlyOwnFiles => {
+                Ok(remove_owned(&self.staging, &self.database)?)
+            }
+            Ownership::Foreign(reason) => {
+                tracing::warn!(
+                    path = %self.staging.display(),
+                    %reason,
+                    "left a directory in place after a replace: ctasd cannot prove it made it"
+                );
+                Ok(())
+            }
         }
-        match std::fs::remove_file(self.staging.join(COMMIT_MARKER)) {
-            Ok(()) => fault::reached(Point::AbortMidway),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
+    }
+
+    /// Removes the staging directory, data first and ctasd's files last, so
+    /// an abort cut short (where the crash suite stops it) leaves a
+    /// directory that the retry still knows to be this staging.
+    fn abort(&self, staging: &Staging) -> Result<(), Failure> {
+        match ownership(&self.staging)? {
+            Ownership::Missing => return Ok(()),
+            Ownership::OnlyOwnFiles => {}
+            Ownership::Made(key) if key == staging.key => {}
+            Ownership::Made(_) | Ownership::Foreign(_) => {
+                return Err(self.not_owned(staging, &self.staging));
+            }
         }
-        std::fs::remove_dir_all(&self.staging)?;
-        sync_dir(&self.database)?;
-        Ok(())
+        remove_data(&self.staging)?;
+        fault::reached(Point::AbortMidway);
+        Ok(remove_own_files(&self.staging, &self.database)?)
     }
 }
 

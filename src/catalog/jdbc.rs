@@ -7,7 +7,7 @@
 //! connect options, never from a URL with the password spliced in, so no
 //! driver message can echo it; [`CatalogOptions::redact`] guards the rest.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,8 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
 
 use super::dialect::Dialect;
-use super::factory::{CatalogFactory, OptionSpec, ValidationError};
+use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
+use super::protected::{ProtectedPaths, STORE_MARKER_TABLE, canonical_directory};
 use super::{
     Catalog, CatalogError, ColumnInfo, CommitOutcome, Publish, Staging, TableInfo, staging_missing,
     table_exists_error, table_not_found,
@@ -35,7 +36,7 @@ const HIDDEN_PREFIX: &str = "__ctasd_";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 static OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required(
+    OptionSpec::location(
         "base-url",
         "Server URL without a database: jdbc:postgresql://host[:port], jdbc:mysql://host[:port], \
          jdbc:mariadb://host[:port], or jdbc:sqlite:/absolute/directory (each <database>.db file there is a database).",
@@ -114,7 +115,15 @@ impl JdbcUrl {
     }
 }
 
-pub struct JdbcCatalogFactory;
+pub struct JdbcCatalogFactory {
+    protected: Arc<ProtectedPaths>,
+}
+
+impl JdbcCatalogFactory {
+    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
+        Self { protected }
+    }
+}
 
 fn invalid(key: &str, reason: impl Into<String>) -> ValidationError {
     ValidationError::InvalidValue {
@@ -143,6 +152,7 @@ impl CatalogFactory for JdbcCatalogFactory {
         let database = options.get("default-database").unwrap_or_default();
         ObjectName::parse("default-database", database)
             .map_err(|e| invalid("default-database", e.to_string()))?;
+        check_url_safe(database).map_err(|reason| invalid("default-database", reason))?;
         if !matches!(url, JdbcUrl::Sqlite { .. }) {
             let missing: Vec<String> = ["username", "password"]
                 .into_iter()
@@ -156,10 +166,20 @@ impl CatalogFactory for JdbcCatalogFactory {
         Ok(())
     }
 
-    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, String> {
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {
         let url = JdbcUrl::parse(options.get("base-url").unwrap_or_default())?;
+        if let JdbcUrl::Sqlite { directory } = &url {
+            canonical_directory(&directory.display().to_string())
+                .and_then(|dir| {
+                    self.protected
+                        .refuse_database_directory(&dir)
+                        .map_or(Ok(()), Err)
+                })
+                .map_err(|reason| FactoryError::Invalid(invalid("base-url", reason)))?;
+        }
         let catalog = JdbcCatalog {
             url,
+            protected: self.protected.clone(),
             username: options.get("username").unwrap_or_default().to_owned(),
             options: options.clone(),
             default_database: options
@@ -167,11 +187,57 @@ impl CatalogFactory for JdbcCatalogFactory {
                 .unwrap_or_default()
                 .to_owned(),
             pools: Mutex::new(HashMap::new()),
+            not_stores: Mutex::new(HashSet::new()),
         };
+        if let Some(reason) = catalog.refuse_own_file(&catalog.default_database) {
+            return Err(FactoryError::Invalid(invalid("default-database", reason)));
+        }
         catalog.check_connection(&catalog.default_database).await?;
-        Ok(Arc::new(catalog))
+        match catalog.refuse_store(&catalog.default_database).await {
+            Ok(()) => Ok(Arc::new(catalog)),
+            Err(CatalogError::Protected(reason)) => {
+                Err(FactoryError::Invalid(invalid("default-database", reason)))
+            }
+            Err(other) => Err(FactoryError::Unreachable(other.to_string())),
+        }
     }
 }
+
+/// Why a database name cannot be written into a JDBC URL as it is, if it
+/// cannot: the sink URL an engine receives is `<base-url>/<database>`, and a
+/// name holding `?`, `;` or `&` would add connection parameters to it
+/// (`allowLoadLocalInfile=true`, ...).
+pub fn check_url_safe(database: &str) -> Result<(), String> {
+    match database
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || URL_SPECIAL.contains(c))
+    {
+        Some(c) => Err(format!(
+            "database name '{}' contains {:?}, which a JDBC URL would read as part of its \
+             syntax; ctasd refuses names that cannot be written into a URL as they are",
+            database.escape_debug(),
+            c
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `segment` with every byte outside RFC 3986's unreserved set
+/// percent-encoded.
+fn escape_path_segment(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// Characters with a meaning in a JDBC URL's path or parameters.
+const URL_SPECIAL: &[char] = &['?', '&', '#', ';', '=', '%', '/', '\\', '@', ':', '"', '\''];
 
 #[derive(Clone)]
 enum DialectPool {
@@ -182,12 +248,15 @@ enum DialectPool {
 
 pub struct JdbcCatalog {
     url: JdbcUrl,
+    protected: Arc<ProtectedPaths>,
     username: String,
     /// Kept for the password and for redacting driver messages.
     options: CatalogOptions,
     default_database: String,
     /// One pool per database, opened on first use.
     pools: Mutex<HashMap<String, DialectPool>>,
+    /// Databases already shown not to hold a ctasd store.
+    not_stores: Mutex<HashSet<String>>,
 }
 
 impl JdbcCatalog {
@@ -312,12 +381,71 @@ impl JdbcCatalog {
         pool
     }
 
+    /// The database exists and is not a ctasd store: every operation on a
+    /// database starts here.
     async fn ensure_database(&self, database: &str) -> Result<(), CatalogError> {
-        if self.list_databases().await?.iter().any(|d| d == database) {
-            Ok(())
-        } else {
-            Err(CatalogError::DatabaseNotFound(database.to_owned()))
+        if !self.list_databases().await?.iter().any(|d| d == database) {
+            return Err(CatalogError::DatabaseNotFound(database.to_owned()));
         }
+        self.refuse_store(database).await
+    }
+
+    /// Why a SQLite database may not even be opened, if it is one of ctasd's
+    /// own files reached through a link: two names for one file give SQLite
+    /// two write-ahead logs, and the store could be damaged.
+    fn refuse_own_file(&self, database: &str) -> Option<String> {
+        match self.url {
+            JdbcUrl::Sqlite { .. } => self.protected.refuse_file(&self.sqlite_file(database)),
+            _ => None,
+        }
+    }
+
+    /// Refuses a database that holds a ctasd store (this process's own or
+    /// another's), recognised by its marker table whatever the host name,
+    /// port, socket or file path it is reached by.
+    async fn refuse_store(&self, database: &str) -> Result<(), CatalogError> {
+        if self.not_stores.lock().await.contains(database) {
+            return Ok(());
+        }
+        if let Some(reason) = self.refuse_own_file(database) {
+            return Err(CatalogError::Protected(reason));
+        }
+        let holds_store: Result<bool, sqlx::Error> = match self.pool(database).await {
+            DialectPool::Postgres(pool) => {
+                sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $1 AND relkind IN ('r', 'p'))",
+                )
+                .bind(STORE_MARKER_TABLE)
+                .fetch_one(&pool)
+                .await
+            }
+            DialectPool::MySql(pool) => {
+                sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?)",
+                )
+                .bind(database)
+                .bind(STORE_MARKER_TABLE)
+                .fetch_one(&pool)
+                .await
+            }
+            DialectPool::Sqlite(pool) => {
+                sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                )
+                .bind(STORE_MARKER_TABLE)
+                .fetch_one(&pool)
+                .await
+            }
+        };
+        if holds_store.map_err(|e| self.unavailable(e))? {
+            return Err(CatalogError::Protected(format!(
+                "database '{database}' of {} holds a ctasd store (table '{STORE_MARKER_TABLE}'): \
+                 ctasd never creates, replaces or drops tables in a store",
+                target(&self.url, database)
+            )));
+        }
+        self.not_stores.lock().await.insert(database.to_owned());
+        Ok(())
     }
 }
 
@@ -335,12 +463,15 @@ pub(crate) fn write_location(
         .get("base-url")
         .unwrap_or_default()
         .trim_end_matches('/');
+    // Submission refuses database names that a URL would misread; escaping
+    // here as well keeps a job stored before that rule from reaching an
+    // engine as extra connection parameters.
+    let database = escape_path_segment(&staging.database);
     let url = match JdbcUrl::parse(base) {
-        Ok(JdbcUrl::Sqlite { directory }) => format!(
-            "jdbc:sqlite:{}",
-            directory.join(format!("{}.db", staging.database)).display()
-        ),
-        _ => format!("{base}/{}", staging.database),
+        Ok(JdbcUrl::Sqlite { directory }) => {
+            format!("jdbc:sqlite:{}/{database}.db", directory.display())
+        }
+        _ => format!("{base}/{database}"),
     };
     let mut sink_options = std::collections::BTreeMap::from([
         ("connector".to_owned(), "jdbc".to_owned()),
@@ -428,6 +559,63 @@ impl JdbcCatalog {
             }
         };
         count.map(|n| n > 0).map_err(|e| self.unavailable(e))
+    }
+
+    /// Creates the table under a probe name and takes it back, so that
+    /// whatever the system refuses (row size, a limit this code does not
+    /// know, a missing privilege) is refused at submission, in the system's
+    /// words. PostgreSQL and SQLite roll the DDL back; MySQL creates a
+    /// temporary table, seen only by its own connection, and drops it.
+    async fn dry_run(
+        &self,
+        database: &str,
+        definition: &crate::domain::table::TableDefinition,
+    ) -> Result<(), CatalogError> {
+        let probe = format!("{HIDDEN_PREFIX}probe_{}", uuid::Uuid::new_v4().simple());
+        let name = self.qualified(database, &probe)?;
+        let ddl = self
+            .dialect()
+            .create_table(&name, definition)
+            .map_err(|e| CatalogError::Unsupported(e.to_string()))?;
+        let attempt: Result<(), sqlx::Error> = async {
+            match self.pool(database).await {
+                DialectPool::Postgres(pool) => {
+                    let mut tx = pool.begin().await?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.rollback().await
+                }
+                DialectPool::Sqlite(pool) => {
+                    let mut tx = pool.begin().await?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(ddl))
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.rollback().await
+                }
+                DialectPool::MySql(pool) => {
+                    let mut conn = pool.acquire().await?;
+                    let temporary = ddl.replacen("CREATE TABLE", "CREATE TEMPORARY TABLE", 1);
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(temporary))
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TEMPORARY TABLE {name}")))
+                        .execute(&mut *conn)
+                        .await
+                        .map(|_| ())
+                }
+            }
+        }
+        .await;
+        match attempt {
+            Ok(()) => Ok(()),
+            Err(sqlx::Error::Database(refused)) => Err(CatalogError::Unsupported(format!(
+                "{} refuses this table: {}",
+                self.dialect().name(),
+                self.options.redact(refused.message())
+            ))),
+            Err(other) => Err(self.unavailable(other)),
+        }
     }
 
     /// Runs generated DDL (every name in it quoted by [`Dialect::quote`]). On
@@ -738,8 +926,9 @@ impl Catalog for JdbcCatalog {
             .map_err(|e| self.unavailable(e))
     }
 
-    fn check_definition(
+    async fn check_target(
         &self,
+        database: &str,
         table: &str,
         definition: &crate::domain::table::TableDefinition,
     ) -> Result<(), CatalogError> {
@@ -748,13 +937,16 @@ impl Catalog for JdbcCatalog {
                 "table names starting with '{HIDDEN_PREFIX}' are reserved for ctasd's staging"
             )));
         }
-        self.dialect()
-            .quote(table)
-            .map_err(|e| CatalogError::Unsupported(e.to_string()))?;
-        self.dialect()
-            .create_table("t", definition)
-            .map(|_| ())
-            .map_err(|e| CatalogError::Unsupported(e.to_string()))
+        check_url_safe(database).map_err(CatalogError::Unsupported)?;
+        let unsupported =
+            |e: super::dialect::DialectError| CatalogError::Unsupported(e.to_string());
+        let dialect = self.dialect();
+        dialect.check_database_name(database).map_err(unsupported)?;
+        dialect
+            .check_table(table, definition)
+            .map_err(unsupported)?;
+        self.ensure_database(database).await?;
+        self.dry_run(database, definition).await
     }
 
     async fn close(&self) {
@@ -827,6 +1019,18 @@ mod tests {
             assert!(dialect.quote(&staging_table(&staging)).is_ok());
             assert!(dialect.quote(&old_table(&staging)).is_ok());
         }
+    }
+
+    #[test]
+    fn database_names_cannot_add_parameters_to_a_jdbc_url() {
+        let injected = "x?allowLoadLocalInfile=true&autoDeserialize=true";
+        assert!(check_url_safe(injected).unwrap_err().contains("'?'"));
+        assert!(check_url_safe("x;a=b").is_err());
+        assert!(check_url_safe("analytics_2026-q1.eu").is_ok());
+        assert_eq!(
+            escape_path_segment(injected),
+            "x%3FallowLoadLocalInfile%3Dtrue%26autoDeserialize%3Dtrue"
+        );
     }
 
     #[test]

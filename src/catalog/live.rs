@@ -95,6 +95,19 @@ impl LiveCatalogs {
         kept
     }
 
+    /// Keeps the live catalog of `previous` for `next`, the same catalog
+    /// with only its comment changed: reopening would gain nothing, and an
+    /// in-memory catalog would lose its tables.
+    pub async fn carry_over(&self, previous: &CatalogRecord, next: &CatalogRecord) {
+        let mut open = self.open.write().await;
+        if let Some(entry) = open.get_mut(next.descriptor.name.as_str())
+            && entry.created_at == previous.created_at
+            && entry.version == previous.version
+        {
+            entry.version = next.version;
+        }
+    }
+
     /// Forget and close a dropped catalog.
     pub async fn evict(&self, name: &str) {
         let removed = self.open.write().await.remove(name);

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 
-use super::factory::{CatalogFactory, OptionSpec};
+use super::factory::{CatalogFactory, FactoryError, OptionSpec};
 use super::{
     Catalog, CatalogError, CommitOutcome, Publish, Staging, TableInfo, defined_table,
     staging_missing, table_exists_error, table_not_found,
@@ -38,7 +38,7 @@ impl CatalogFactory for MemoryCatalogFactory {
         OPTIONS
     }
 
-    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, String> {
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {
         let default_database = options
             .get("default-database")
             .unwrap_or(DEFAULT_DATABASE)

@@ -12,11 +12,13 @@ pub mod filesystem;
 pub mod jdbc;
 pub mod live;
 pub mod memory;
+pub mod protected;
 
 use async_trait::async_trait;
 
-pub use factory::{FactoryRegistry, OpenError, OptionSpec, ValidationError};
+pub use factory::{FactoryError, FactoryRegistry, OpenError, OptionSpec, ValidationError};
 pub use live::LiveCatalogs;
+pub use protected::ProtectedPaths;
 
 use crate::domain::table::TableDefinition;
 
@@ -47,6 +49,13 @@ impl StagingKey {
     pub fn new(job_id: &str, hook_index: u32) -> Option<Self> {
         let hex = job_id.len() == 32 && job_id.bytes().all(|b| b.is_ascii_hexdigit());
         hex.then(|| Self(format!("{}_{hook_index}", job_id.to_ascii_lowercase())))
+    }
+
+    /// A key as written in a marker file, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (job, index) = text.split_once('_')?;
+        let index: u32 = index.parse().ok()?;
+        Self::new(job, index).filter(|key| key.0 == text)
     }
 
     pub fn as_str(&self) -> &str {
@@ -92,6 +101,16 @@ pub enum CatalogError {
     /// The definition cannot be created here (a type the system cannot hold).
     #[error("{0}")]
     Unsupported(String),
+    /// The target is not ctasd's to replace or remove.
+    #[error("'{database}.{table}' is not ctasd's to replace or remove: {reason}")]
+    NotOwned {
+        database: String,
+        table: String,
+        reason: String,
+    },
+    /// The target is ctasd's own store (or another ctasd's).
+    #[error("{0}")]
+    Protected(String),
     /// The system could not be reached or failed; the text is already redacted.
     #[error("{0}")]
     Unavailable(String),
@@ -126,14 +145,21 @@ pub trait Catalog: Send + Sync {
     /// untouched. Idempotent.
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError>;
 
-    /// Refuses a table this catalog cannot create under this name (a name
-    /// the system cannot hold or would hide, a column type it cannot hold),
-    /// naming the culprit.
-    fn check_definition(
+    /// Refuses a table this catalog can never create as `database.table`
+    /// (a name the system cannot hold or would hide, a column type or a
+    /// definition it refuses), naming the culprit. The database exists.
+    async fn check_target(
         &self,
+        _database: &str,
         _table: &str,
         _definition: &TableDefinition,
     ) -> Result<(), CatalogError> {
+        Ok(())
+    }
+
+    /// Refuses to replace an existing table that ctasd cannot prove is
+    /// its to remove.
+    async fn check_replaceable(&self, _database: &str, _table: &str) -> Result<(), CatalogError> {
         Ok(())
     }
 

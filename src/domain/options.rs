@@ -111,6 +111,12 @@ impl CatalogOptions {
 
     /// `text` with every secret value of these options replaced by [`MASK`]:
     /// the last line of defence for messages that come from drivers.
+    ///
+    /// A secret is masked where it stands as a whole value (not inside a
+    /// longer word). Secrets of [`MIN_EMBEDDED_SECRET_LEN`] characters or
+    /// more are also masked inside words; shorter ones are not, because
+    /// masking every `p` of a one-letter password would rewrite unrelated
+    /// text and, by what it rewrote, reveal the password.
     pub fn redact(&self, text: &str) -> String {
         let mut secrets: Vec<&str> = self
             .0
@@ -120,9 +126,9 @@ impl CatalogOptions {
             .collect();
         // Longest first, so a secret that contains another is masked whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets
-            .iter()
-            .fold(text.to_owned(), |acc, secret| acc.replace(secret, MASK))
+        secrets.iter().fold(text.to_owned(), |acc, secret| {
+            mask_occurrences(&acc, secret)
+        })
     }
 
     /// The options after `set` and `reset`, validated again.
@@ -144,6 +150,30 @@ impl fmt::Debug for CatalogOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.masked()).finish()
     }
+}
+
+/// Secrets at least this long are masked wherever they appear in a
+/// message, even inside a longer word; shorter ones only as whole values.
+pub const MIN_EMBEDDED_SECRET_LEN: usize = 8;
+
+/// `text` with `secret` replaced by [`MASK`] where it stands alone (not
+/// touching a letter or digit on either side), or anywhere when it is long.
+fn mask_occurrences(text: &str, secret: &str) -> String {
+    let anywhere = secret.chars().count() >= MIN_EMBEDDED_SECRET_LEN;
+    let word_char = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (at, _) in text.match_indices(secret) {
+        let before = text[..at].chars().next_back();
+        let after = text[at + secret.len()..].chars().next();
+        if anywhere || !(word_char(before) || word_char(after)) {
+            out.push_str(&text[copied..at]);
+            out.push_str(MASK);
+            copied = at + secret.len();
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 fn check_entry(key: &str, value: &str) -> Result<(), OptionsError> {
@@ -214,6 +244,26 @@ mod tests {
             opts.redact("auth s3cret-longer and s3cret"),
             "auth ****** and ******"
         );
+    }
+
+    #[test]
+    fn a_short_secret_is_masked_only_where_it_stands_alone() {
+        let opts = options(&[("password", "p")]);
+        assert_eq!(
+            opts.redact("Connection reset by peer"),
+            "Connection reset by peer",
+            "masking inside words would reveal the one-letter password"
+        );
+        assert_eq!(
+            opts.redact("password 'p' refused; p"),
+            "password '******' refused; ******"
+        );
+    }
+
+    #[test]
+    fn a_long_secret_is_masked_even_inside_a_word() {
+        let opts = options(&[("password", "s3cret-Value")]);
+        assert_eq!(opts.redact("dsn=u:xs3cret-Valuex@h"), "dsn=u:x******x@h");
     }
 
     #[test]

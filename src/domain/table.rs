@@ -88,6 +88,16 @@ fn invalid(reason: impl Into<String>) -> TableError {
     TableError::Invalid(reason.into())
 }
 
+/// Most columns a definition may have (the most any supported system holds
+/// is below this; each dialect checks its own limit).
+pub const MAX_COLUMNS: usize = 4096;
+/// Most entries a property map may have.
+pub const MAX_PROPERTIES: usize = 32 * 1024;
+/// Longest property key, column name or other name in a definition, in characters.
+pub const MAX_NAME_LEN: usize = 1024;
+/// Longest property value, comment or expression, in characters.
+pub const MAX_TEXT_LEN: usize = 64 * 1024;
+
 const SCHEMA: &str = "schema.";
 const PARTITION_KEYS: &str = "partition.keys.";
 const COMMENT: &str = "comment";
@@ -104,6 +114,13 @@ impl TableDefinition {
         if self.columns.is_empty() {
             return Err(invalid("a table needs at least one column"));
         }
+        if self.columns.len() > MAX_COLUMNS {
+            return Err(invalid(format!(
+                "a table has at most {MAX_COLUMNS} columns, not {}",
+                self.columns.len()
+            )));
+        }
+        self.check_sizes()?;
         let mut seen = std::collections::BTreeSet::new();
         for column in &self.columns {
             if column.name.is_empty() {
@@ -150,7 +167,14 @@ impl TableDefinition {
             if pk.columns.is_empty() {
                 return Err(invalid("the primary key names no column"));
             }
+            let mut in_key = std::collections::BTreeSet::new();
             for column in &pk.columns {
+                if !in_key.insert(column.as_str()) {
+                    return Err(invalid(format!(
+                        "primary key '{}' names column '{column}' twice",
+                        pk.name
+                    )));
+                }
                 if column.contains(',') || !physical(column) {
                     return Err(invalid(format!(
                         "primary key column '{column}' is not a physical column"
@@ -167,6 +191,55 @@ impl TableDefinition {
             return Err(invalid(format!(
                 "option '{key}' is reserved for the table definition"
             )));
+        }
+        Ok(())
+    }
+
+    /// Every name and text within its bound, so no later step (DDL, paths,
+    /// messages) is handed something huge.
+    fn check_sizes(&self) -> Result<(), TableError> {
+        fn within(
+            what: impl FnOnce() -> String,
+            value: &str,
+            max: usize,
+        ) -> Result<(), TableError> {
+            if value.chars().count() > max {
+                return Err(invalid(format!(
+                    "{} is longer than {max} characters",
+                    what()
+                )));
+            }
+            Ok(())
+        }
+        for column in &self.columns {
+            within(|| "a column name".into(), &column.name, MAX_NAME_LEN)?;
+            for text in [&column.comment, &column.expr, &column.metadata]
+                .into_iter()
+                .flatten()
+            {
+                within(
+                    || format!("a text of column '{}'", column.name),
+                    text,
+                    MAX_TEXT_LEN,
+                )?;
+            }
+        }
+        for watermark in &self.watermarks {
+            within(
+                || "a watermark expression".into(),
+                &watermark.expr,
+                MAX_TEXT_LEN,
+            )?;
+        }
+        if let Some(pk) = &self.primary_key {
+            within(|| "the primary key's name".into(), &pk.name, MAX_NAME_LEN)?;
+        }
+        if let Some(comment) = &self.comment {
+            within(|| "the table comment".into(), comment, MAX_TEXT_LEN)?;
+        }
+        for (key, value) in &self.options {
+            within(|| "an option key".into(), key, MAX_NAME_LEN)?;
+            within(|| format!("option '{key}'"), value, MAX_TEXT_LEN)?;
         }
         Ok(())
     }
@@ -222,12 +295,29 @@ impl TableDefinition {
 
     /// Reads a property map; every reserved key must be understood.
     pub fn from_properties(properties: &BTreeMap<String, String>) -> Result<Self, TableError> {
+        if properties.len() > MAX_PROPERTIES {
+            return Err(invalid(format!(
+                "a property map has at most {MAX_PROPERTIES} entries, not {}",
+                properties.len()
+            )));
+        }
+        if let Some(key) = properties.keys().find(|k| k.chars().count() > MAX_NAME_LEN) {
+            return Err(TableError::Property {
+                key: key.chars().take(64).collect::<String>() + "...",
+                reason: format!("keys are at most {MAX_NAME_LEN} characters"),
+            });
+        }
         let mut reader = PropertyReader {
             properties,
             used: Default::default(),
         };
         let mut columns = Vec::new();
         while let Some(name) = reader.take(&format!("schema.{}.name", columns.len())) {
+            if columns.len() == MAX_COLUMNS {
+                return Err(invalid(format!(
+                    "a table has at most {MAX_COLUMNS} columns"
+                )));
+            }
             let i = columns.len();
             let data_type = reader.require(&format!("schema.{i}.data-type"))?;
             let is_virtual = match reader.take(&format!("schema.{i}.virtual")) {
@@ -454,6 +544,10 @@ mod tests {
             (
                 &[("schema.1.name", Some("id"))],
                 "column 'id' appears twice",
+            ),
+            (
+                &[("schema.primary-key.columns", Some("id,id"))],
+                "primary key 'PK_id' names column 'id' twice",
             ),
         ];
         for (changes, expected) in cases {

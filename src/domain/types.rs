@@ -13,6 +13,14 @@ use std::fmt;
 pub const MAX_LENGTH: u32 = i32::MAX as u32;
 pub const MAX_DECIMAL_PRECISION: u32 = 38;
 pub const MAX_TIME_PRECISION: u32 = 9;
+/// Deepest nesting of `ARRAY`, `MAP` and `ROW` accepted. The parser and
+/// everything that walks a type recurse once per level, so the bound keeps a
+/// hostile type from exhausting the stack; real schemas nest a few levels.
+pub const MAX_NESTING: usize = 32;
+/// Longest type string accepted, in bytes (a `ROW` of a thousand fields fits).
+pub const MAX_TYPE_LEN: usize = 256 * 1024;
+/// Most fields a `ROW` may have.
+pub const MAX_ROW_FIELDS: usize = 4096;
 
 /// A data type with its nullability.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,13 +69,20 @@ pub struct TypeError {
 impl DataType {
     pub fn parse(input: &str) -> Result<Self, TypeError> {
         let error = |reason: String| TypeError {
-            input: input.to_owned(),
+            input: shortened(input),
             reason,
         };
+        if input.len() > MAX_TYPE_LEN {
+            return Err(error(format!(
+                "the type is {} bytes long; at most {MAX_TYPE_LEN} are accepted",
+                input.len()
+            )));
+        }
         let tokens = tokenize(input).map_err(error)?;
         let mut parser = Parser {
             tokens,
             position: 0,
+            depth: 0,
         };
         let data_type = parser.data_type().map_err(error)?;
         match parser.peek() {
@@ -218,6 +233,18 @@ fn tokenize(input: &str) -> Result<Vec<Token>, String> {
 struct Parser {
     tokens: Vec<Token>,
     position: usize,
+    /// How many `ARRAY`, `MAP` and `ROW` types enclose the current one.
+    depth: usize,
+}
+
+/// A refused input as an error message shows it: long ones are cut, so a
+/// 50 KB hostile type does not come back in full.
+fn shortened(input: &str) -> String {
+    const SHOWN: usize = 200;
+    match input.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}...", &input[..end]),
+        None => input.to_owned(),
+    }
 }
 
 impl Parser {
@@ -297,6 +324,19 @@ impl Parser {
         Ok(DataType { kind, nullable })
     }
 
+    /// Parses a type nested inside the current one, one level deeper.
+    fn nested_type(&mut self) -> Result<DataType, String> {
+        if self.depth >= MAX_NESTING {
+            return Err(format!(
+                "the type nests ARRAY, MAP and ROW more than {MAX_NESTING} levels deep"
+            ));
+        }
+        self.depth += 1;
+        let nested = self.data_type();
+        self.depth -= 1;
+        nested
+    }
+
     fn type_kind(&mut self) -> Result<TypeKind, String> {
         let word = match self.next() {
             Some(Token::Word(w)) => w.to_ascii_uppercase(),
@@ -360,15 +400,15 @@ impl Parser {
             )?),
             "ARRAY" => {
                 self.expect_symbol('<')?;
-                let element = self.data_type()?;
+                let element = self.nested_type()?;
                 self.expect_symbol('>')?;
                 TypeKind::Array(Box::new(element))
             }
             "MAP" => {
                 self.expect_symbol('<')?;
-                let key = self.data_type()?;
+                let key = self.nested_type()?;
                 self.expect_symbol(',')?;
-                let value = self.data_type()?;
+                let value = self.nested_type()?;
                 self.expect_symbol('>')?;
                 TypeKind::Map(Box::new(key), Box::new(value))
             }
@@ -422,7 +462,10 @@ impl Parser {
             if fields.iter().any(|f: &RowField| f.name == name) {
                 return Err(format!("ROW field `{name}` appears twice"));
             }
-            let data_type = self.data_type()?;
+            if fields.len() == MAX_ROW_FIELDS {
+                return Err(format!("a ROW has at most {MAX_ROW_FIELDS} fields"));
+            }
+            let data_type = self.nested_type()?;
             let description = match self.peek() {
                 Some(Token::Text(_)) => match self.next() {
                     Some(Token::Text(text)) => Some(text),
@@ -572,6 +615,48 @@ mod tests {
             );
             assert_eq!(error.input, input);
         }
+    }
+}
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}INT{}", "ARRAY<".repeat(depth), ">".repeat(depth))
+    }
+
+    #[test]
+    fn nesting_is_accepted_up_to_the_bound_and_refused_beyond_it() {
+        assert!(DataType::parse(&nested(MAX_NESTING)).is_ok());
+        let error = DataType::parse(&nested(MAX_NESTING + 1)).unwrap_err();
+        assert!(error.reason.contains("more than 32 levels"), "{error}");
+    }
+
+    #[test]
+    fn a_type_nested_twenty_thousand_deep_is_refused_and_echoed_shortened() {
+        let error = DataType::parse(&nested(20_000)).unwrap_err();
+        assert!(error.reason.contains("levels deep"), "{}", error.reason);
+        assert!(error.input.len() < 1024, "the echo is cut");
+    }
+
+    #[test]
+    fn over_long_types_and_rows_with_too_many_fields_are_refused() {
+        let long = format!("ROW<a INT>{}", " ".repeat(MAX_TYPE_LEN));
+        assert!(
+            DataType::parse(&long)
+                .unwrap_err()
+                .reason
+                .contains("bytes long")
+        );
+        let fields: Vec<String> = (0..=MAX_ROW_FIELDS).map(|i| format!("f{i} INT")).collect();
+        let wide = format!("ROW<{}>", fields.join(", "));
+        assert!(
+            DataType::parse(&wide)
+                .unwrap_err()
+                .reason
+                .contains("at most 4096 fields")
+        );
     }
 }
 

@@ -205,7 +205,8 @@ impl HookRunner {
                 Ok(outcome) => Ok(outcome),
                 Err(
                     conflict @ (CatalogError::TableExists { .. }
-                    | CatalogError::TableNotFound { .. }),
+                    | CatalogError::TableNotFound { .. }
+                    | CatalogError::NotOwned { .. }),
                 ) => {
                     // Someone changed the target since submission: the
                     // staging is discarded and the job shows why.

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
-use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, StatusChange};
+use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, NewJob, StatusChange};
 use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition, plan};
 use crate::domain::options::is_sensitive;
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord};
@@ -93,15 +93,44 @@ pub(crate) fn decode_descriptor(
 /// Counts applied migrations; the same SQL on both backends.
 pub(crate) const APPLIED_MIGRATIONS: &str = "SELECT count(*) FROM _sqlx_migrations WHERE success";
 
+/// The tables a migrated store holds; readiness checks each is there, so a
+/// store damaged from outside (a table dropped) is not reported ready.
+pub(crate) const STORE_TABLES: &[&str] = &[
+    "actions",
+    "catalogs",
+    "ctasd_store",
+    "hooks",
+    "job_transitions",
+    "jobs",
+];
+
+/// Ready: every migration applied and every table of the schema present.
 pub(crate) fn readiness(
     applied: Result<i64, sqlx::Error>,
+    tables: Result<Vec<String>, sqlx::Error>,
     migrator: &Migrator,
 ) -> Result<(), StoreError> {
-    let applied = applied.map_err(|e| StoreError::NotReady(e.to_string()))?;
+    let not_ready = |error: sqlx::Error| match StoreError::from_sqlx(error) {
+        StoreError::Internal(reason) => StoreError::NotReady(reason),
+        unavailable => unavailable,
+    };
+    let applied = applied.map_err(not_ready)?;
     let expected = migrator.iter().count() as i64;
     if applied < expected {
         return Err(StoreError::NotReady(format!(
             "{applied} of {expected} migrations applied"
+        )));
+    }
+    let tables = tables.map_err(not_ready)?;
+    let missing: Vec<&str> = STORE_TABLES
+        .iter()
+        .filter(|t| !tables.iter().any(|present| present == *t))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        return Err(StoreError::NotReady(format!(
+            "the store's schema is damaged: table(s) {} missing; restore the store from a backup",
+            missing.join(", ")
         )));
     }
     Ok(())
@@ -320,6 +349,36 @@ pub(crate) fn check_transition(
         .parse()
         .map_err(|_| corrupt("status of job", id.as_str()))?;
     current.transition_to(to).map_err(StoreError::Transition)
+}
+
+/// The catalogs of a job's hooks, each once, sorted.
+pub(crate) fn catalogs_of(job: &NewJob) -> Vec<&str> {
+    let mut names: Vec<&str> = job.hooks.iter().map(|h| h.catalog.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// The first of `wanted` (sorted) missing from `present`, as the error a
+/// submission on a dropped catalog gets.
+pub(crate) fn first_missing(wanted: &[&str], present: &[String]) -> Result<(), StoreError> {
+    match wanted
+        .iter()
+        .find(|name| !present.iter().any(|p| p == *name))
+    {
+        Some(name) => Err(StoreError::CatalogNotFound((*name).to_owned())),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn in_use(catalog: &CatalogName, jobs: i64) -> Result<(), StoreError> {
+    if jobs > 0 {
+        return Err(StoreError::CatalogInUse {
+            catalog: catalog.to_string(),
+            jobs: jobs as u64,
+        });
+    }
+    Ok(())
 }
 
 #[derive(sqlx::FromRow)]

@@ -27,6 +27,10 @@ pub enum StoreError {
     CatalogExists(String),
     #[error("catalog '{0}' does not exist")]
     CatalogNotFound(String),
+    #[error(
+        "catalog '{catalog}' is used by {jobs} unfinished job(s); drop it when they have ended"
+    )]
+    CatalogInUse { catalog: String, jobs: u64 },
     #[error("catalog '{0}' was changed by another request meanwhile; read it again and retry")]
     ConcurrentModification(String),
     #[error("job '{0}' already exists")]
@@ -73,6 +77,10 @@ pub trait Store: Send + Sync {
     /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
     fn describe(&self) -> String;
 
+    /// The files of this store on this machine (none for a server), which
+    /// no catalog may point at.
+    fn local_files(&self) -> Vec<std::path::PathBuf>;
+
     /// Runs the pending migrations of this backend.
     async fn migrate(&self) -> Result<(), StoreError>;
 
@@ -101,10 +109,15 @@ pub trait Store: Send + Sync {
         expected_version: i64,
     ) -> Result<CatalogRecord, StoreError>;
 
-    /// Whether a catalog was deleted.
+    /// Whether a catalog was deleted. Refused with [`StoreError::CatalogInUse`]
+    /// while unfinished jobs use it; the check and the deletion are one
+    /// transaction, serialized with [`Store::insert_job`]'s own check that
+    /// its catalogs exist, so a job is never stored on a dropped catalog.
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError>;
 
-    /// Fails with [`StoreError::JobExists`] when the id is taken.
+    /// Fails with [`StoreError::JobExists`] when the id is taken, and with
+    /// [`StoreError::CatalogNotFound`] when a hook's catalog was dropped
+    /// since the hook was checked.
     async fn insert_job(&self, job: &NewJob) -> Result<JobRecord, StoreError>;
 
     /// The job with its hooks and its whole action ledger, oldest first.
@@ -153,10 +166,6 @@ pub trait Store: Send + Sync {
         after: Option<&JobId>,
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError>;
-
-    /// How many jobs with a hook on `catalog` are not done: not in a
-    /// globally terminal status, or with actions still pending.
-    async fn unfinished_jobs_using(&self, catalog: &CatalogName) -> Result<u64, StoreError>;
 
     /// Every status the job reached, oldest first.
     async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError>;

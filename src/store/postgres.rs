@@ -17,8 +17,8 @@ use super::codec::{
     update_missed,
 };
 use super::codec::{
-    ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, check_transition, job_insert_failed,
-    planned_actions,
+    ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, catalogs_of, check_transition,
+    first_missing, in_use, job_insert_failed, planned_actions,
 };
 use super::{Keyring, OpenStoreError, Store, StoreError};
 use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
@@ -137,6 +137,10 @@ impl Store for PostgresStore {
         self.description.clone()
     }
 
+    fn local_files(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR.run(&self.pool).await.map_err(migration_failed)
     }
@@ -145,7 +149,12 @@ impl Store for PostgresStore {
         let applied = sqlx::query_scalar(APPLIED_MIGRATIONS)
             .fetch_one(&self.pool)
             .await;
-        readiness(applied, &MIGRATOR)
+        let tables = sqlx::query_scalar(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()",
+        )
+        .fetch_all(&self.pool)
+        .await;
+        readiness(applied, tables, &MIGRATOR)
     }
 
     async fn insert_catalog(
@@ -230,17 +239,50 @@ impl Store for PostgresStore {
     }
 
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError> {
-        let result = sqlx::query("DELETE FROM catalogs WHERE name = $1")
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        let exists: Option<bool> =
+            sqlx::query_scalar("SELECT TRUE FROM catalogs WHERE name = $1 FOR UPDATE")
+                .bind(name.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+        if exists.is_none() {
+            return Ok(false);
+        }
+        let unfinished: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs j \
+             WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1) \
+               AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
+                    OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))",
+        )
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        in_use(name, unfinished)?;
+        sqlx::query("DELETE FROM catalogs WHERE name = $1")
             .bind(name.as_str())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(StoreError::from_sqlx)?;
-        Ok(result.rows_affected() > 0)
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(true)
     }
 
     async fn insert_job(&self, job: &NewJob) -> Result<JobRecord, StoreError> {
         let now = Utc::now();
         let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        // Held until the commit: a drop of one of these catalogs waits for
+        // this job, then sees it; one that went first makes this fail.
+        let catalogs = catalogs_of(job);
+        let present: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM catalogs WHERE name = ANY($1) ORDER BY name FOR SHARE",
+        )
+        .bind(&catalogs)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        first_missing(&catalogs, &present)?;
         sqlx::query(
             "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at) \
              VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6)",
@@ -486,19 +528,5 @@ impl Store for PostgresStore {
         .await
         .map_err(StoreError::from_sqlx)?;
         rows.into_iter().map(TransitionRow::decode).collect()
-    }
-
-    async fn unfinished_jobs_using(&self, catalog: &CatalogName) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM jobs j \
-             WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1) \
-               AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
-                    OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))",
-        )
-        .bind(catalog.as_str())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(StoreError::from_sqlx)?;
-        Ok(count as u64)
     }
 }

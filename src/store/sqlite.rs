@@ -19,8 +19,8 @@ use super::codec::{
     update_missed,
 };
 use super::codec::{
-    ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, check_transition, job_insert_failed,
-    planned_actions,
+    ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, catalogs_of, check_transition,
+    first_missing, in_use, job_insert_failed, planned_actions,
 };
 use super::{Keyring, Store, StoreError};
 use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
@@ -86,6 +86,7 @@ macro_rules! catalog_columns {
 pub struct SqliteStore {
     pool: SqlitePool,
     description: String,
+    file: std::path::PathBuf,
     keyring: Arc<Keyring>,
     /// Held while the store is open: one process per file, so that leases
     /// left in it at start belong to a process that is gone.
@@ -116,7 +117,9 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let lock = lock_exclusively(options.get_filename(), &description)?;
+        let file = options.get_filename().to_owned();
+        let lock = lock_exclusively(&file, &description)?;
+        make_private(&file, &description)?;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(10))
@@ -126,6 +129,7 @@ impl SqliteStore {
         Ok(Self {
             pool,
             description,
+            file,
             keyring,
             _lock: lock,
         })
@@ -149,6 +153,32 @@ impl SqliteStore {
     }
 }
 
+/// Creates the database file readable by this user only (0600), or makes
+/// an existing one and its WAL and shared-memory files so: SQLite creates
+/// those with the database file's own mode.
+fn make_private(database: &Path, description: &str) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if database.as_os_str().is_empty() || database == Path::new(":memory:") {
+        return Ok(());
+    }
+    let failed = |e: std::io::Error| StoreError::Unavailable(format!("{description}: {e}"));
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(database)
+        .map_err(failed)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut path = database.as_os_str().to_owned();
+        path.push(suffix);
+        match std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Takes `<database>.lock` with `flock`, which the kernel releases when the
 /// process ends, however it ends. SQLite's own locks are `fcntl` locks on the
 /// database file and are not touched. An in-memory database needs none.
@@ -157,6 +187,7 @@ fn lock_exclusively(
     description: &str,
 ) -> Result<Option<std::fs::File>, StoreError> {
     use rustix::fs::{FlockOperation, flock};
+    use std::os::unix::fs::OpenOptionsExt;
     if database.as_os_str().is_empty() || database == Path::new(":memory:") {
         return Ok(None);
     }
@@ -166,6 +197,7 @@ fn lock_exclusively(
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(&path)
         .map_err(|e| StoreError::Unavailable(format!("{description}: lock file: {e}")))?;
     match flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -183,6 +215,15 @@ impl Store for SqliteStore {
         self.description.clone()
     }
 
+    fn local_files(&self) -> Vec<std::path::PathBuf> {
+        let in_memory = self.file.as_os_str().is_empty() || self.file == Path::new(":memory:");
+        if in_memory {
+            Vec::new()
+        } else {
+            vec![self.file.clone()]
+        }
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         MIGRATOR.run(&self.pool).await.map_err(migration_failed)
     }
@@ -191,7 +232,10 @@ impl Store for SqliteStore {
         let applied = sqlx::query_scalar(APPLIED_MIGRATIONS)
             .fetch_one(&self.pool)
             .await;
-        readiness(applied, &MIGRATOR)
+        let tables = sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .fetch_all(&self.pool)
+            .await;
+        readiness(applied, tables, &MIGRATOR)
     }
 
     async fn insert_catalog(
@@ -277,12 +321,37 @@ impl Store for SqliteStore {
     }
 
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError> {
-        let result = sqlx::query("DELETE FROM catalogs WHERE name = ?1")
-            .bind(name.as_str())
-            .execute(&self.pool)
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(StoreError::from_sqlx)?;
-        Ok(result.rows_affected() > 0)
+        let exists: Option<bool> = sqlx::query_scalar("SELECT TRUE FROM catalogs WHERE name = ?1")
+            .bind(name.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        if exists.is_none() {
+            return Ok(false);
+        }
+        let unfinished: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM jobs j \
+             WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = ?1) \
+               AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
+                    OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))",
+        )
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        in_use(name, unfinished)?;
+        sqlx::query("DELETE FROM catalogs WHERE name = ?1")
+            .bind(name.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)?;
+        Ok(true)
     }
 
     async fn insert_job(&self, job: &NewJob) -> Result<JobRecord, StoreError> {
@@ -292,6 +361,15 @@ impl Store for SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(StoreError::from_sqlx)?;
+        let catalogs = catalogs_of(job);
+        let present: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM catalogs WHERE name IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(serde_json::to_string(&catalogs).expect("names serialize"))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        first_missing(&catalogs, &present)?;
         sqlx::query(
             "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at) \
              VALUES (?1, ?2, ?3, 'INITIALIZING', ?4, NULL, ?5, ?6, ?6)",
@@ -551,19 +629,5 @@ impl Store for SqliteStore {
         .await
         .map_err(StoreError::from_sqlx)?;
         rows.into_iter().map(TransitionRow::decode).collect()
-    }
-
-    async fn unfinished_jobs_using(&self, catalog: &CatalogName) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM jobs j \
-             WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = ?1) \
-               AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
-                    OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))",
-        )
-        .bind(catalog.as_str())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(StoreError::from_sqlx)?;
-        Ok(count as u64)
     }
 }

@@ -165,12 +165,13 @@ async fn a_filesystem_catalog_whose_directory_is_missing_is_not_stored() {
         .register("fs", json!({"type": "filesystem", "path": missing}))
         .await;
 
-    reply.assert_problem(422, "CATALOG_OPEN_FAILED");
+    reply.assert_problem(422, "CATALOG_OPTION_INVALID");
     assert!(
         reply.detail().contains("No such file or directory"),
         "{}",
         reply.detail()
     );
+    assert_eq!(reply.body["errors"][0]["field"], "options.path");
     app.get("/v1/catalogs/fs")
         .await
         .assert_problem(404, "CATALOG_NOT_FOUND");
@@ -254,7 +255,7 @@ async fn an_alteration_that_cannot_be_opened_leaves_the_stored_catalog_as_it_was
         )
         .await;
 
-    reply.assert_problem(422, "CATALOG_OPEN_FAILED");
+    reply.assert_problem(422, "CATALOG_OPTION_INVALID");
     assert_eq!(app.get("/v1/catalogs/fs").await.body, before.body);
     assert_eq!(
         app.get("/v1/catalogs/fs/databases").await.status,

@@ -71,18 +71,31 @@ pub struct TestPostgres {
 
 impl TestPostgres {
     pub async fn create() -> Option<Self> {
+        Self::create_named(&unique("ctasd_test")).await
+    }
+
+    /// A database with exactly this name (which should be unique), for
+    /// names that are themselves the test.
+    pub async fn create_named(database: &str) -> Option<Self> {
         let admin_url = postgres_url()?;
-        let database = unique("ctasd_test");
+        let database = database.to_owned();
         let mut admin = sqlx::PgConnection::connect(&admin_url)
             .await
             .expect("connect to test PostgreSQL");
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE DATABASE \"{database}\""
+            "CREATE DATABASE \"{}\"",
+            database.replace('"', "\"\"")
         )))
         .execute(&mut admin)
         .await
         .unwrap();
-        let url = with_database(&admin_url, &database);
+        let url = with_database(
+            &admin_url,
+            &database
+                .replace('?', "%3F")
+                .replace('&', "%26")
+                .replace('=', "%3D"),
+        );
         Some(Self {
             admin_url,
             database,

@@ -20,7 +20,7 @@ use crate::helpers::{
 async fn open(options: Value) -> Arc<dyn Catalog> {
     let options: std::collections::BTreeMap<String, String> =
         serde_json::from_value(options).unwrap();
-    FactoryRegistry::builtin()
+    FactoryRegistry::builtin(Default::default())
         .open(
             &CatalogName::parse("t").unwrap(),
             &CatalogOptions::new(options).unwrap(),
@@ -131,9 +131,15 @@ impl World {
                 sqlite_database(dir.path(), "main", &format!("CREATE TABLE {t} (id BIGINT NOT NULL, note TEXT); INSERT INTO {t} VALUES (999, 'old')")).await
             }
             World::Files(root) => {
-                let dir = root.path().join("db").join(table);
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join("part-999"), b"old").unwrap();
+                // A table ctasd published earlier (a streaming create), so
+                // that it is ctasd's to replace.
+                let catalog = open(
+                    json!({"type": "filesystem", "path": root.path(), "default-database": "db"}),
+                )
+                .await;
+                assert!(catalog.create_table(&staging("db", table)).await.unwrap());
+                std::fs::write(root.path().join("db").join(table).join("part-999"), b"old")
+                    .unwrap();
             }
         }
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use ctasd::domain::hook::{ActionResult, HookKind, NewHook, NewJob};
+use ctasd::domain::hook::{ActionResult, HookKind, JobRecord, NewHook, NewJob};
 use ctasd::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition};
 use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions};
 use ctasd::store::{Store, StoreError};
@@ -74,6 +74,7 @@ conformance!(
     migrations_are_idempotent_and_readiness_checks_them,
     secrets_do_not_open_without_their_key,
     a_submitted_job_reads_back_with_its_hooks_and_sealed_snapshot,
+    a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept,
     a_job_id_is_taken_once,
     a_transition_records_the_planned_actions_in_the_same_step,
     illegal_and_terminal_transitions_change_nothing,
@@ -305,10 +306,65 @@ fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
     }
 }
 
+/// Stores `new`, with the catalogs its hooks name registered first.
+async fn insert(store: &Arc<dyn Store>, new: &NewJob) -> JobRecord {
+    for hook in &new.hooks {
+        match store.insert_catalog(&hook.catalog).await {
+            Ok(_) | Err(StoreError::CatalogExists(_)) => {}
+            Err(other) => panic!("{other}"),
+        }
+    }
+    store.insert_job(new).await.unwrap()
+}
+
+async fn a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept(backend: Backend) {
+    let new = job(JobMode::Batch, 1, &[]);
+    let orphan = backend.store.insert_job(&new).await.unwrap_err();
+    assert!(
+        matches!(&orphan, StoreError::CatalogNotFound(name) if name == "pg"),
+        "{orphan}"
+    );
+
+    insert(&backend.store, &new).await;
+    let kept = backend.store.delete_catalog(&name("pg")).await.unwrap_err();
+    assert!(
+        matches!(kept, StoreError::CatalogInUse { jobs: 1, .. }),
+        "{kept}"
+    );
+    for status in [JobStatus::Created, JobStatus::Failed] {
+        backend
+            .store
+            .transition_job(&new.id, status, None)
+            .await
+            .unwrap();
+    }
+    // Begin, then abort: each claimed once the one before it is done.
+    loop {
+        let due = backend
+            .store
+            .claim_due_actions(None, Duration::from_secs(15), 10, Duration::ZERO)
+            .await
+            .unwrap();
+        if due.is_empty() {
+            break;
+        }
+        for action in due {
+            let done = ActionResult::Done {
+                outcome: "done".into(),
+            };
+            backend.store.record_action(action.id, &done).await.unwrap();
+        }
+    }
+    assert!(
+        backend.store.delete_catalog(&name("pg")).await.unwrap(),
+        "droppable once the job ended"
+    );
+}
+
 async fn a_submitted_job_reads_back_with_its_hooks_and_sealed_snapshot(backend: Backend) {
     let new = job(JobMode::Batch, 2, &[1]);
 
-    let inserted = backend.store.insert_job(&new).await.unwrap();
+    let inserted = insert(&backend.store, &new).await;
     let read = backend.store.get_job(&new.id).await.unwrap().unwrap();
 
     assert_eq!(read, inserted);
@@ -330,14 +386,14 @@ async fn a_submitted_job_reads_back_with_its_hooks_and_sealed_snapshot(backend: 
 
 async fn a_job_id_is_taken_once(backend: Backend) {
     let new = job(JobMode::Batch, 1, &[]);
-    backend.store.insert_job(&new).await.unwrap();
+    insert(&backend.store, &new).await;
     let error = backend.store.insert_job(&new).await.unwrap_err();
     assert!(matches!(error, StoreError::JobExists(_)), "{error}");
 }
 
 async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Backend) {
     let new = job(JobMode::Batch, 3, &[1]);
-    backend.store.insert_job(&new).await.unwrap();
+    insert(&backend.store, &new).await;
 
     let (created, moved) = backend
         .store
@@ -396,7 +452,7 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
 
 async fn illegal_and_terminal_transitions_change_nothing(backend: Backend) {
     let new = job(JobMode::Streaming, 1, &[]);
-    backend.store.insert_job(&new).await.unwrap();
+    insert(&backend.store, &new).await;
     let illegal = backend
         .store
         .transition_job(&new.id, JobStatus::Finished, None)
@@ -440,7 +496,7 @@ async fn illegal_and_terminal_transitions_change_nothing(backend: Backend) {
 
 async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
     let new = job(JobMode::Batch, 1, &[]);
-    backend.store.insert_job(&new).await.unwrap();
+    insert(&backend.store, &new).await;
     for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
         backend
             .store
@@ -526,7 +582,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
 
 async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     let new = job(JobMode::Streaming, 1, &[]);
-    backend.store.insert_job(&new).await.unwrap();
+    insert(&backend.store, &new).await;
     backend
         .store
         .transition_job(&new.id, JobStatus::Created, None)
@@ -591,7 +647,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
 async fn concurrent_claimers_never_share_an_action(backend: Backend) {
     for _ in 0..10 {
         let new = job(JobMode::Batch, 3, &[]);
-        backend.store.insert_job(&new).await.unwrap();
+        insert(&backend.store, &new).await;
         backend
             .store
             .transition_job(&new.id, JobStatus::Created, None)
@@ -634,7 +690,7 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
         job(JobMode::Streaming, 1, &[]),
     );
     for new in [&held, &released] {
-        store.insert_job(new).await.unwrap();
+        insert(store, new).await;
         store
             .transition_job(&new.id, JobStatus::Created, None)
             .await
@@ -692,7 +748,7 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
 async fn an_untried_action_is_left_to_its_report_for_the_grace_period(backend: Backend) {
     let store = &backend.store;
     let new = job(JobMode::Streaming, 1, &[]);
-    store.insert_job(&new).await.unwrap();
+    insert(store, &new).await;
     store
         .transition_job(&new.id, JobStatus::Created, None)
         .await

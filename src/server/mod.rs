@@ -4,6 +4,8 @@
 //! factories → bind → serve. Registered catalogs are reopened in the
 //! background after binding, so one unreachable database never delays start.
 
+mod connections;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
-use crate::catalog::{FactoryRegistry, LiveCatalogs};
+use crate::catalog::{FactoryRegistry, LiveCatalogs, ProtectedPaths};
 use crate::config::{ServeSettings, StoreSettings};
 use crate::hooks::HookRunner;
 use crate::store::{self, Keyring, Store};
@@ -23,16 +25,12 @@ const RESUME_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Opens the store named by the settings, with its keyring. Does not migrate.
 pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Store>> {
-    std::fs::create_dir_all(&settings.data_dir).with_context(|| {
-        format!(
-            "cannot create data directory '{}'",
-            settings.data_dir.display()
-        )
-    })?;
+    create_private_dir(&settings.data_dir)?;
     let keyring = match &settings.secret_key {
         Some(spec) => Keyring::parse(spec)?,
         None => {
             let path = settings.secret_key_file();
+            warn_if_readable_by_others(&path, "secret key file");
             let (keyring, created) = Keyring::load_or_create(&path)?;
             if created {
                 tracing::warn!(
@@ -54,6 +52,41 @@ pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Stor
     Ok(store)
 }
 
+/// The data directory, created if missing, readable by this user only
+/// (0700): it holds the store and the key that opens the store's secrets.
+fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create data directory '{}'", dir.display()))?;
+    let mode = std::fs::metadata(dir)?.permissions().mode() & 0o777;
+    if mode != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).with_context(
+            || {
+                format!(
+                    "cannot make data directory '{}' private (0700)",
+                    dir.display()
+                )
+            },
+        )?;
+        tracing::info!(dir = %dir.display(), was = format!("{mode:o}"), "data directory made private (0700)");
+    }
+    Ok(())
+}
+
+/// Warns when a file of secrets can be read by other users.
+fn warn_if_readable_by_others(path: &std::path::Path, what: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{:o}", meta.permissions().mode() & 0o777),
+            "the {what} can be read or written by other users; make it 0600"
+        );
+    }
+}
+
 /// `ctasd migrate`.
 pub async fn migrate(settings: &StoreSettings) -> anyhow::Result<()> {
     let store = open_store(settings).await?;
@@ -66,7 +99,7 @@ pub async fn migrate(settings: &StoreSettings) -> anyhow::Result<()> {
 pub struct RunningServer {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
-    task: JoinHandle<std::io::Result<()>>,
+    task: JoinHandle<()>,
     resumer: JoinHandle<()>,
 }
 
@@ -91,7 +124,9 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
             "resuming hook actions that a previous run had started"
         );
     }
-    let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin()));
+    let tokens = Arc::new(load_tokens(&settings)?);
+    let protected = Arc::new(protected_paths(&settings, store.as_ref())?);
+    let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin(protected)));
     let hooks = Arc::new(HookRunner::new(store.clone(), catalogs.clone()));
     if let Some(kill_at) = settings.fault_kill_at {
         crate::fault::arm(kill_at);
@@ -101,7 +136,6 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         catalogs: catalogs.clone(),
         hooks: hooks.clone(),
     };
-    let tokens = Arc::new(load_tokens(&settings)?);
     let app = api::router(state, &settings, tokens);
 
     let listener = TcpListener::bind(settings.listen)
@@ -113,14 +147,16 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     // Resumes actions left unfinished by a crash, and retries failed attempts.
     let resumer = hooks.spawn_resumer(RESUME_EVERY);
 
+    let limits = connections::ConnectionLimits {
+        max_connections: connections::connections_that_fit(settings.max_connections),
+        header_read_timeout: std::time::Duration::from_secs(settings.header_read_timeout_secs),
+        idle_timeout: std::time::Duration::from_secs(settings.idle_timeout_secs),
+        drain_timeout: settings.request_timeout() + std::time::Duration::from_secs(5),
+    };
     let (shutdown, signal) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = signal.await;
-            })
-            .await
-    });
+    let task = tokio::spawn(connections::serve(listener, app, limits, async {
+        let _ = signal.await;
+    }));
     Ok(RunningServer {
         addr,
         shutdown,
@@ -129,11 +165,23 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     })
 }
 
+/// ctasd's own data directory and files, which no catalog may point at.
+fn protected_paths(settings: &ServeSettings, store: &dyn Store) -> anyhow::Result<ProtectedPaths> {
+    let mut files = store.local_files();
+    if settings.store.secret_key.is_none() {
+        files.push(settings.store.secret_key_file());
+    }
+    files.extend(settings.tokens_file.clone());
+    ProtectedPaths::of_ctasd(&settings.store.data_dir, &files)
+        .context("cannot resolve ctasd's own data directory and files")
+}
+
 /// Tokens from the file and the environment. Without any, refuses to listen
 /// beyond loopback unless the operator said so explicitly.
 fn load_tokens(settings: &ServeSettings) -> anyhow::Result<api::auth::Tokens> {
     let mut spec = String::new();
     if let Some(path) = &settings.tokens_file {
+        warn_if_readable_by_others(path, "tokens file");
         spec = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read tokens file '{}'", path.display()))?;
     }
