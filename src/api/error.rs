@@ -433,6 +433,12 @@ impl From<CatalogError> for ApiError {
                 "Catalog unavailable",
                 detail,
             ),
+            CatalogError::Refused(_) => Self::new(
+                StatusCode::BAD_GATEWAY,
+                "CATALOG_REFUSED",
+                "The catalog's system refused",
+                detail,
+            ),
         }
     }
 }

@@ -142,17 +142,46 @@ pub struct Job {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"status": "FINISHED"}))]
+#[schema(example = json!({"status": "FINISHED", "timestamps": {"CREATED": 1764763200000_i64, "RUNNING": 1764763200120_i64, "FINISHED": 1764763200410_i64}}))]
 pub struct StatusReport {
+    /// The status the engine reports. Statuses it passed through since the
+    /// last report (a poller misses short ones) are applied first, in order.
     pub status: JobStatus,
     /// Why the job failed, for `FAILED`/`FAILING`.
     pub failure: Option<String>,
+    /// When the engine says the job reached each status, in milliseconds
+    /// since the epoch, as Flink's `/jobs/<id>` gives them (0: not reached).
+    /// Recorded in the history beside ctasd's own times.
+    #[serde(default)]
+    pub timestamps: BTreeMap<JobStatus, i64>,
+}
+
+impl StatusReport {
+    fn into_domain(self) -> Result<crate::domain::job::StatusReport, ApiError> {
+        let mut engine_times = BTreeMap::new();
+        for (status, millis) in self.timestamps.into_iter().filter(|(_, m)| *m > 0) {
+            let at = DateTime::from_timestamp_millis(millis).ok_or_else(|| {
+                invalid(
+                    format!("timestamps.{status}"),
+                    "BODY_INVALID",
+                    format!("{millis} is not a time in milliseconds since the epoch"),
+                )
+            })?;
+            engine_times.insert(status, at);
+        }
+        Ok(crate::domain::job::StatusReport {
+            status: self.status,
+            failure: self.failure,
+            engine_times,
+        })
+    }
 }
 
 /// The job after a status report, and the actions that status implied.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StatusOutcome {
-    /// The actions recorded when the job reached its current status, with their results.
+    /// The actions the report's move recorded (for every status it passed
+    /// through), with their results.
     pub actions_taken: Vec<Action>,
     pub job: Job,
 }
@@ -418,7 +447,8 @@ async fn check_hook(
             format!("database '{database}' does not exist in catalog '{catalog_name}'"),
         ));
     }
-    live.check_target(&database, &hook.target.table, &definition)
+    let exists = live.table_exists(&database, &hook.target.table).await?;
+    live.check_target(&database, &hook.target.table, &definition, exists)
         .await
         .map_err(|e| match e {
             CatalogError::Unsupported(message) => {
@@ -429,7 +459,6 @@ async fn check_hook(
             }
             other => other.into(),
         })?;
-    let exists = live.table_exists(&database, &hook.target.table).await?;
     let target = format!("{catalog_name}.{database}.{}", hook.target.table);
     let skipped = match (hook.kind, exists) {
         (HookKind::CreateTableAs, true) if hook.if_not_exists => true,
@@ -537,19 +566,12 @@ async fn report_status(
     ApiJson(report): ApiJson<StatusReport>,
 ) -> Result<axum::Json<StatusOutcome>, ApiError> {
     let id = path_job_id(&job)?;
-    let (_, transition) = state
-        .store
-        .transition_job(&id, report.status, report.failure.as_deref())
-        .await?;
+    let report = report.into_domain()?;
+    let (_, transition) = state.store.transition_job(&id, &report).await?;
     tracing::info!(job = %id, status = report.status.as_str(), ?transition, "status reported");
     crate::fault::reached(crate::fault::Point::StatusStored);
     let record = state.hooks.run_job(&id).await?;
-    let actions_taken = record
-        .actions
-        .iter()
-        .filter(|a| a.trigger == record.status)
-        .map(action_view)
-        .collect();
+    let actions_taken = record.actions_of_last_move().map(action_view).collect();
     Ok(axum::Json(StatusOutcome {
         actions_taken,
         job: job_view(&record),
@@ -626,6 +648,10 @@ pub enum JobEvent {
         from: Option<JobStatus>,
         to: JobStatus,
         failure: Option<String>,
+        /// Passed over between two reports: a later status was reported.
+        inferred: bool,
+        /// When the engine says the job reached it, if the report said.
+        engine_at: Option<DateTime<Utc>>,
     },
     /// An action was recorded (pending) or finished (done, failed).
     Action {
@@ -675,6 +701,8 @@ async fn job_events(
                 from: change.from,
                 to: change.to,
                 failure: change.failure,
+                inferred: change.inferred,
+                engine_at: change.engine_at,
             };
             (change.at, 0, i as i64, event)
         })

@@ -136,6 +136,12 @@ pub trait CatalogFactory: Send + Sync {
             .copied()
             .collect()
     }
+    /// Options required given the others (the `jdbc` type needs a user and a
+    /// password for a server, not for a SQLite directory); reported with
+    /// the always-required ones, all in one message, as Flink does.
+    fn required_with(&self, _options: &CatalogOptions) -> Vec<&'static str> {
+        Vec::new()
+    }
     /// Checks beyond presence: formats, combinations. Runs after the generic checks.
     fn validate(&self, _options: &CatalogOptions) -> Result<(), ValidationError> {
         Ok(())
@@ -200,9 +206,11 @@ impl FactoryRegistry {
                     available: self.factories.keys().map(|k| k.to_string()).collect(),
                 })?;
         let specs = factory.all_options();
+        let conditional = factory.required_with(options);
         let missing: Vec<String> = specs
             .iter()
-            .filter(|s| s.required && options.get(s.key).is_none())
+            .filter(|s| s.required || conditional.contains(&s.key))
+            .filter(|s| options.get(s.key).is_none())
             .map(|s| s.key.to_owned())
             .collect();
         if !missing.is_empty() {
@@ -322,6 +330,18 @@ mod tests {
         assert_eq!(
             message(&[("type", "jdbc"), ("username", "u"), ("password", "p")]),
             "One or more required options are missing.\n\nMissing required options are:\n\nbase-url\ndefault-database"
+        );
+    }
+
+    #[test]
+    fn every_missing_option_is_named_at_once_even_those_required_by_others() {
+        assert_eq!(
+            message(&[("type", "jdbc"), ("base-url", "jdbc:postgresql://h")]),
+            "One or more required options are missing.\n\nMissing required options are:\n\ndefault-database\nusername\npassword"
+        );
+        assert_eq!(
+            message(&[("type", "jdbc"), ("base-url", "jdbc:sqlite:/d")]),
+            "One or more required options are missing.\n\nMissing required options are:\n\ndefault-database"
         );
     }
 

@@ -32,8 +32,9 @@ use serde::{Deserialize, Serialize};
 use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
 use super::protected::{ProtectedPaths, canonical_directory};
 use super::{
-    Catalog, CatalogError, ColumnInfo, CommitOutcome, Publish, Staging, StagingKey, TableInfo,
-    defined_table, staging_missing, table_exists_error, table_not_found,
+    BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
+    Staging, StagingKey, TableInfo, defined_table, staging_missing, table_exists_error,
+    table_not_found,
 };
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
@@ -44,7 +45,12 @@ const DEFAULT_DATABASE: &str = "default";
 pub const SCHEMA_FILE: &str = "_ctasd_schema.json";
 /// In a staging or published table: the staging key that made it.
 pub const COMMIT_MARKER: &str = "_ctasd_commit";
+/// In a staging: the begin (attempt) that made it, so a begin for a new
+/// attempt after a restart empties it and a repeated begin keeps its files.
+const ATTEMPT_MARKER: &str = "_ctasd_attempt";
 const STAGING_PREFIX: &str = "_ctasd_stg_";
+/// Where a replacement is built before it is swapped in.
+const FRESH_PREFIX: &str = "_ctasd_new_";
 /// Every file ctasd writes into a table directory starts with this.
 const OWN_FILE_PREFIX: &str = "_ctasd_";
 /// Longest file name on the file systems ctasd runs on (`NAME_MAX`), in bytes.
@@ -318,26 +324,40 @@ impl Catalog for FilesystemCatalog {
         Ok(self.list_tables(database).await?.iter().any(|t| t == table))
     }
 
-    async fn create_table(&self, staging: &Staging) -> Result<bool, CatalogError> {
-        let paths = self.paths(staging)?;
-        let staging = staging.clone();
-        self.blocking(move || paths.create(&staging)).await
-    }
-
-    async fn begin(&self, staging: &Staging) -> Result<(), CatalogError> {
-        let paths = self.paths(staging)?;
-        let staging = staging.clone();
-        self.blocking(move || paths.begin(&staging)).await
-    }
-
-    async fn commit(
+    async fn create_table(
         &self,
         staging: &Staging,
-        publish: Publish,
-    ) -> Result<CommitOutcome, CatalogError> {
+        replace: bool,
+    ) -> Result<CreateOutcome, CatalogError> {
         let paths = self.paths(staging)?;
         let staging = staging.clone();
-        self.blocking(move || paths.commit(&staging, publish)).await
+        self.blocking(move || paths.create(&staging, replace)).await
+    }
+
+    async fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, CatalogError> {
+        let paths = self.paths(staging)?;
+        let staging = staging.clone();
+        self.blocking(move || paths.begin(&staging, attempt)).await
+    }
+
+    /// One directory after another: a directory rename cannot publish
+    /// several at once, so a batch may end partly published.
+    async fn commit(
+        &self,
+        batch: &[(Staging, Publish)],
+    ) -> Vec<Result<CommitOutcome, CatalogError>> {
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (staging, publish) in batch {
+            let outcome = match self.paths(staging) {
+                Ok(paths) => {
+                    let (staging, publish) = (staging.clone(), *publish);
+                    self.blocking(move || paths.commit(&staging, publish)).await
+                }
+                Err(e) => Err(e),
+            };
+            outcomes.push(outcome);
+        }
+        outcomes
     }
 
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {
@@ -351,6 +371,7 @@ impl Catalog for FilesystemCatalog {
         database: &str,
         table: &str,
         _definition: &TableDefinition,
+        _existing: bool,
     ) -> Result<(), CatalogError> {
         check_name("database name", database).map_err(CatalogError::Unsupported)?;
         check_name("table name", table).map_err(CatalogError::Unsupported)
@@ -385,6 +406,7 @@ impl FilesystemCatalog {
         let database = self.root.join(&staging.database);
         Ok(TablePaths {
             staging: database.join(format!("{STAGING_PREFIX}{}", staging.key.as_str())),
+            fresh: database.join(format!("{FRESH_PREFIX}{}", staging.key.as_str())),
             target: database.join(&staging.table),
             database,
         })
@@ -521,6 +543,9 @@ fn remove_own_files(dir: &Path, database: &Path) -> std::io::Result<()> {
 struct TablePaths {
     database: PathBuf,
     staging: PathBuf,
+    /// Where a replacement (a new attempt's staging, a streaming replace) is
+    /// built before `RENAME_EXCHANGE` swaps it in.
+    fresh: PathBuf,
     target: PathBuf,
 }
 
@@ -540,8 +565,9 @@ impl TablePaths {
         }
     }
 
-    /// Writes the schema and the marker into `dir`, created if needed.
-    fn fill(dir: &Path, staging: &Staging) -> std::io::Result<()> {
+    /// Writes the schema and the marker into `dir`, created if needed, and
+    /// the attempt marker when it is a staging.
+    fn fill(dir: &Path, staging: &Staging, attempt: Option<i64>) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let table = defined_table(staging);
         let schema = SchemaFile {
@@ -559,7 +585,45 @@ impl TablePaths {
         let json = serde_json::to_vec_pretty(&schema).map_err(std::io::Error::other)?;
         write_durably(&dir.join(SCHEMA_FILE), &json)?;
         write_durably(&dir.join(COMMIT_MARKER), staging.key.as_str().as_bytes())?;
+        match attempt {
+            Some(attempt) => {
+                write_durably(&dir.join(ATTEMPT_MARKER), attempt.to_string().as_bytes())?
+            }
+            // A published table is no attempt's staging any more.
+            None => match std::fs::remove_file(dir.join(ATTEMPT_MARKER)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            },
+        }
         sync_dir(dir)
+    }
+
+    /// The attempt a staging directory was begun for, if it says.
+    fn attempt_of(dir: &Path) -> Option<i64> {
+        std::fs::read_to_string(dir.join(ATTEMPT_MARKER))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Removes what a swap cut short by a crash left at the fresh path:
+    /// only ctasd builds there, from its own staging key.
+    fn clear_fresh(&self) -> std::io::Result<()> {
+        match ownership(&self.fresh)? {
+            Ownership::Missing | Ownership::Foreign(_) => Ok(()),
+            _ => remove_owned(&self.fresh, &self.database),
+        }
+    }
+
+    /// Puts a directory built at the fresh path in place of `dir` with one
+    /// `RENAME_EXCHANGE`, then removes what it replaced.
+    fn swap_in(&self, dir: &Path) -> Result<(), Failure> {
+        rename(&self.fresh, dir, RenameFlags::EXCHANGE)?;
+        sync_dir(&self.database)?;
+        // The fresh path now holds what was replaced, proven ctasd's.
+        remove_owned(&self.fresh, &self.database)?;
+        Ok(())
     }
 
     fn made_by(dir: &Path, staging: &Staging) -> std::io::Result<bool> {
@@ -595,32 +659,61 @@ impl TablePaths {
         .into()
     }
 
-    fn create(&self, staging: &Staging) -> Result<bool, Failure> {
+    fn create(&self, staging: &Staging, replace: bool) -> Result<CreateOutcome, Failure> {
         self.check_database(staging)?;
-        if ownership(&self.target)? != Ownership::Missing {
-            return Ok(false);
+        match ownership(&self.target)? {
+            Ownership::Missing => {}
+            _ if !replace => return Ok(CreateOutcome::AlreadyExisted),
+            Ownership::Foreign(_) => return Err(self.not_owned(staging, &self.target)),
+            Ownership::Made(_) | Ownership::OnlyOwnFiles => {
+                self.clear_fresh()?;
+                Self::fill(&self.fresh, staging, None)?;
+                self.swap_in(&self.target)?;
+                return Ok(CreateOutcome::Replaced);
+            }
         }
         self.check_staging_free(staging)?;
-        Self::fill(&self.staging, staging)?;
+        Self::fill(&self.staging, staging, None)?;
         match rename(&self.staging, &self.target, RenameFlags::NOREPLACE) {
             Ok(()) => {
                 sync_dir(&self.database)?;
-                Ok(true)
+                Ok(CreateOutcome::Created)
             }
             Err(e) if is_already_there(&e) => {
                 remove_owned(&self.staging, &self.database)?;
-                Ok(false)
+                Ok(CreateOutcome::AlreadyExisted)
             }
             Err(e) => Err(e.into()),
         }
     }
 
-    fn begin(&self, staging: &Staging) -> Result<(), Failure> {
+    /// The staging for `attempt`. The staging path is ctasd's by its name
+    /// (the job id and hook index under ctasd's hidden prefix, which no
+    /// table may take), so a directory there without a marker is one the
+    /// engine wrote first, and is adopted with its files.
+    fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, Failure> {
         self.check_database(staging)?;
-        self.check_staging_free(staging)?;
-        Self::fill(&self.staging, staging)?;
+        self.clear_fresh()?;
+        let outcome = match ownership(&self.staging)? {
+            Ownership::Missing | Ownership::OnlyOwnFiles => BeginOutcome::Staged,
+            Ownership::Made(key) if key != staging.key => {
+                return Err(self.not_owned(staging, &self.staging));
+            }
+            Ownership::Made(_) => match Self::attempt_of(&self.staging) {
+                Some(begun) if begun >= attempt => return Ok(BeginOutcome::AlreadyStaged),
+                Some(_) => {
+                    Self::fill(&self.fresh, staging, Some(attempt))?;
+                    self.swap_in(&self.staging)?;
+                    return Ok(BeginOutcome::Restaged);
+                }
+                None => BeginOutcome::Adopted,
+            },
+            Ownership::Foreign(_) if is_real_dir(&self.staging) => BeginOutcome::Adopted,
+            Ownership::Foreign(_) => return Err(self.not_owned(staging, &self.staging)),
+        };
+        Self::fill(&self.staging, staging, Some(attempt))?;
         sync_dir(&self.database)?;
-        Ok(())
+        Ok(outcome)
     }
 
     fn commit(&self, staging: &Staging, publish: Publish) -> Result<CommitOutcome, Failure> {
@@ -634,6 +727,11 @@ impl TablePaths {
                 return Ok(CommitOutcome::AlreadyCommitted);
             }
             return Err(staging_missing(staging).into());
+        }
+        // Published, it is no attempt's staging any more.
+        match std::fs::remove_file(self.staging.join(ATTEMPT_MARKER)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
         }
         match publish {
             Publish::Create => match rename(&self.staging, &self.target, RenameFlags::NOREPLACE) {
@@ -678,20 +776,29 @@ impl TablePaths {
 
     /// Removes the staging directory, data first and ctasd's files last, so
     /// an abort cut short (where the crash suite stops it) leaves a
-    /// directory that the retry still knows to be this staging.
+    /// directory that the retry still finds. The staging path is ctasd's
+    /// by its name, marked or not (the engine may have made it).
     fn abort(&self, staging: &Staging) -> Result<(), Failure> {
+        self.clear_fresh()?;
         match ownership(&self.staging)? {
             Ownership::Missing => return Ok(()),
-            Ownership::OnlyOwnFiles => {}
-            Ownership::Made(key) if key == staging.key => {}
-            Ownership::Made(_) | Ownership::Foreign(_) => {
+            Ownership::Made(key) if key != staging.key => {
                 return Err(self.not_owned(staging, &self.staging));
             }
+            Ownership::Foreign(_) if !is_real_dir(&self.staging) => {
+                return Err(self.not_owned(staging, &self.staging));
+            }
+            _ => {}
         }
         remove_data(&self.staging)?;
         fault::reached(Point::AbortMidway);
         Ok(remove_own_files(&self.staging, &self.database)?)
     }
+}
+
+/// A directory itself, not a symbolic link to one.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 use rustix::fs::RenameFlags;

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::factory::{CatalogFactory, FactoryError, OptionSpec};
 use super::{
-    Catalog, CatalogError, CommitOutcome, Publish, Staging, TableInfo, defined_table,
-    staging_missing, table_exists_error, table_not_found,
+    BeginOutcome, Catalog, CatalogError, CommitOutcome, CreateOutcome, Publish, Staging, TableInfo,
+    defined_table, staging_missing, table_exists_error, table_not_found,
 };
 use crate::domain::CatalogOptions;
 
@@ -59,10 +59,11 @@ pub struct MemoryCatalog {
     state: RwLock<State>,
 }
 
-/// Visible tables by database, and staged (invisible) tables by staging key.
+/// Visible tables by database, and staged (invisible) tables by staging
+/// key, with the attempt that staged them.
 struct State {
     databases: BTreeMap<String, BTreeMap<String, TableInfo>>,
-    staged: BTreeMap<String, TableInfo>,
+    staged: BTreeMap<String, (TableInfo, i64)>,
 }
 
 impl State {
@@ -127,55 +128,71 @@ impl Catalog for MemoryCatalog {
         Ok(self.read().tables(database)?.contains_key(table))
     }
 
-    async fn create_table(&self, staging: &Staging) -> Result<bool, CatalogError> {
-        let mut state = self.write();
-        let tables = state.tables_mut(&staging.database)?;
-        if tables.contains_key(&staging.table) {
-            return Ok(false);
-        }
-        tables.insert(staging.table.clone(), defined_table(staging));
-        Ok(true)
-    }
-
-    async fn begin(&self, staging: &Staging) -> Result<(), CatalogError> {
-        let mut state = self.write();
-        state.tables(&staging.database)?;
-        state
-            .staged
-            .entry(staging.key.as_str().to_owned())
-            .or_insert_with(|| defined_table(staging));
-        Ok(())
-    }
-
-    async fn commit(
+    async fn create_table(
         &self,
         staging: &Staging,
-        publish: Publish,
-    ) -> Result<CommitOutcome, CatalogError> {
+        replace: bool,
+    ) -> Result<CreateOutcome, CatalogError> {
         let mut state = self.write();
-        let exists = state
-            .tables(&staging.database)?
-            .contains_key(&staging.table);
-        if !state.staged.contains_key(staging.key.as_str()) {
-            return if exists {
-                Ok(CommitOutcome::AlreadyCommitted)
-            } else {
-                Err(staging_missing(staging))
+        let tables = state.tables_mut(&staging.database)?;
+        let outcome = match (tables.contains_key(&staging.table), replace) {
+            (true, false) => return Ok(CreateOutcome::AlreadyExisted),
+            (true, true) => CreateOutcome::Replaced,
+            (false, _) => CreateOutcome::Created,
+        };
+        tables.insert(staging.table.clone(), defined_table(staging));
+        Ok(outcome)
+    }
+
+    async fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, CatalogError> {
+        let mut state = self.write();
+        state.tables(&staging.database)?;
+        let key = staging.key.as_str().to_owned();
+        let outcome = match state.staged.get(&key) {
+            Some((_, staged)) if *staged >= attempt => return Ok(BeginOutcome::AlreadyStaged),
+            Some(_) => BeginOutcome::Restaged,
+            None => BeginOutcome::Staged,
+        };
+        state.staged.insert(key, (defined_table(staging), attempt));
+        Ok(outcome)
+    }
+
+    /// The whole batch under one lock: all published, or none.
+    async fn commit(
+        &self,
+        batch: &[(Staging, Publish)],
+    ) -> Vec<Result<CommitOutcome, CatalogError>> {
+        let mut state = self.write();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (staging, publish) in batch {
+            let exists = match state.tables(&staging.database) {
+                Ok(tables) => tables.contains_key(&staging.table),
+                Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
             };
+            let outcome = match (
+                state.staged.contains_key(staging.key.as_str()),
+                exists,
+                publish,
+            ) {
+                (false, true, _) => Ok(CommitOutcome::AlreadyCommitted),
+                (false, false, _) => Err(staging_missing(staging)),
+                (true, true, Publish::Create) => Err(table_exists_error(staging)),
+                (true, false, Publish::Replace) => Err(table_not_found(staging)),
+                (true, _, _) => Ok(CommitOutcome::Committed),
+            };
+            if let Err(error) = outcome {
+                return batch.iter().map(|_| Err(error.clone())).collect();
+            }
+            outcomes.push(outcome);
         }
-        match (publish, exists) {
-            (Publish::Create, true) => return Err(table_exists_error(staging)),
-            (Publish::Replace, false) => return Err(table_not_found(staging)),
-            _ => {}
+        for (staging, _) in batch {
+            if let Some((table, _)) = state.staged.remove(staging.key.as_str())
+                && let Ok(tables) = state.tables_mut(&staging.database)
+            {
+                tables.insert(staging.table.clone(), table);
+            }
         }
-        let staged = state
-            .staged
-            .remove(staging.key.as_str())
-            .expect("checked above");
-        state
-            .tables_mut(&staging.database)?
-            .insert(staging.table.clone(), staged);
-        Ok(CommitOutcome::Committed)
+        outcomes
     }
 
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {

@@ -6,7 +6,6 @@
 //! [`live`] keeps opened catalogs, with their connection pools, between requests.
 //! Nothing here knows about HTTP or the store.
 
-pub mod dialect;
 pub mod factory;
 pub mod filesystem;
 pub mod jdbc;
@@ -88,6 +87,64 @@ pub enum CommitOutcome {
     AlreadyCommitted,
 }
 
+impl CommitOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitOutcome::Committed => "committed",
+            CommitOutcome::AlreadyCommitted => "already committed",
+        }
+    }
+}
+
+/// What a streaming `create` found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created,
+    /// The table was there already (a repeated `CREATED`, or a create kind
+    /// that keeps an existing table).
+    AlreadyExisted,
+    /// An existing table was dropped and created anew with the declared
+    /// definition (a streaming replace).
+    Replaced,
+}
+
+impl CreateOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CreateOutcome::Created => "created",
+            CreateOutcome::AlreadyExisted => "already existed",
+            CreateOutcome::Replaced => "replaced",
+        }
+    }
+}
+
+/// What a `begin` found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeginOutcome {
+    /// A new, empty staging.
+    Staged,
+    /// This attempt's staging was there already (a repeated begin): its
+    /// rows are kept.
+    AlreadyStaged,
+    /// A staging of an earlier attempt was replaced by an empty one: a
+    /// restarted job starts over.
+    Restaged,
+    /// A staging without ctasd's marker (the engine wrote first) was taken
+    /// as this attempt's, rows and all.
+    Adopted,
+}
+
+impl BeginOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BeginOutcome::Staged => "staged",
+            BeginOutcome::AlreadyStaged => "already staged",
+            BeginOutcome::Restaged => "restaged empty for a new attempt",
+            BeginOutcome::Adopted => "adopted the engine's staging",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {
     #[error("database '{0}' does not exist in this catalog")]
@@ -111,9 +168,14 @@ pub enum CatalogError {
     /// The target is ctasd's own store (or another ctasd's).
     #[error("{0}")]
     Protected(String),
-    /// The system could not be reached or failed; the text is already redacted.
+    /// The system could not be reached or failed in a way worth retrying
+    /// (a lock, a time-out); the text is already redacted.
     #[error("{0}")]
     Unavailable(String),
+    /// The system refused the statement: trying again would not help. The
+    /// text is the system's own, redacted.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A live catalog. Implementations are cheap to share (`Arc`) and hold their
@@ -126,20 +188,27 @@ pub trait Catalog: Send + Sync {
     async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError>;
     async fn table_exists(&self, database: &str, table: &str) -> Result<bool, CatalogError>;
 
-    /// Streaming: create the target, visible at once. `Ok(false)` when it
-    /// already exists (a repeated `CREATED`).
-    async fn create_table(&self, staging: &Staging) -> Result<bool, CatalogError>;
+    /// Streaming: create the target, visible at once; with `replace`, an
+    /// existing target is dropped and created anew in one step where the
+    /// system allows. A target kept as it is answers `AlreadyExisted`.
+    async fn create_table(
+        &self,
+        staging: &Staging,
+        replace: bool,
+    ) -> Result<CreateOutcome, CatalogError>;
 
-    /// Batch: create the hidden staging with the table's schema; idempotent.
-    async fn begin(&self, staging: &Staging) -> Result<(), CatalogError>;
+    /// Batch: create the hidden staging with the table's schema, for the
+    /// attempt `attempt` (the begin action's id). Idempotent for one
+    /// attempt; a staging of an earlier attempt is replaced by an empty one.
+    async fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, CatalogError>;
 
-    /// Batch: publish the staging as the target in one atomic step.
+    /// Batch: publish stagings of one database as their targets, all in one
+    /// atomic step where the system allows (then every result is the same).
     /// Idempotent: a staging already published answers `AlreadyCommitted`.
     async fn commit(
         &self,
-        staging: &Staging,
-        publish: Publish,
-    ) -> Result<CommitOutcome, CatalogError>;
+        batch: &[(Staging, Publish)],
+    ) -> Vec<Result<CommitOutcome, CatalogError>>;
 
     /// Batch: remove the staging's data and metadata; the target is
     /// untouched. Idempotent.
@@ -147,12 +216,14 @@ pub trait Catalog: Send + Sync {
 
     /// Refuses a table this catalog can never create as `database.table`
     /// (a name the system cannot hold or would hide, a column type or a
-    /// definition it refuses), naming the culprit. The database exists.
+    /// definition it refuses), naming the culprit. The database exists;
+    /// `existing` says whether the target does (a replace).
     async fn check_target(
         &self,
         _database: &str,
         _table: &str,
         _definition: &TableDefinition,
+        _existing: bool,
     ) -> Result<(), CatalogError> {
         Ok(())
     }

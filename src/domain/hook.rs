@@ -101,6 +101,19 @@ pub struct JobRecord {
     pub actions: Vec<ActionRecord>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When the job last moved; the actions of that move carry this time.
+    pub moved_at: DateTime<Utc>,
+}
+
+impl JobRecord {
+    /// The actions the job's last move recorded, for every status it
+    /// passed through: what a status report answers with, the same again
+    /// when the report is repeated.
+    pub fn actions_of_last_move(&self) -> impl Iterator<Item = &ActionRecord> {
+        self.actions
+            .iter()
+            .filter(|a| a.created_at == self.moved_at)
+    }
 }
 
 /// How an attempt at an action ended, to be recorded in the ledger.
@@ -127,6 +140,10 @@ pub struct StatusChange {
     pub to: JobStatus,
     pub failure: Option<String>,
     pub at: DateTime<Utc>,
+    /// Passed over between two reports (the reporter saw a later status).
+    pub inferred: bool,
+    /// When the engine says the job reached it, if the report said.
+    pub engine_at: Option<DateTime<Utc>>,
 }
 
 /// Which jobs to list.

@@ -4,12 +4,22 @@
 //! compare-and-set; which moves happen is decided by its schedulers
 //! (`DefaultScheduler`, `AdaptiveScheduler`, the dispatcher). The table in
 //! [`JobStatus::legal_next`] follows them, and also lets a reporter that
-//! observed a job late skip straight to a terminal status or `SUSPENDED`,
-//! because engines report what they saw, not every step in between.
+//! observed a job late skip straight to a terminal status or `SUSPENDED`.
 //!
-//! The plan says which action a hook takes on reaching a status: streaming
-//! tables are created up front and kept; batch tables are staged on
-//! `CREATED`, published on `FINISHED`, and discarded on `FAILED`/`CANCELED`.
+//! Reporters poll, so they miss statuses: a short batch job passes
+//! `CREATED → RUNNING → FINISHED` in ~300 ms and a poller sees
+//! `CREATED → FINISHED`. A report is accepted when Flink could have passed
+//! through statuses to reach it ([`JobStatus::path_to`]: the shortest way
+//! through the table), and every status on the way is applied in order, so
+//! `CREATED`'s `begin` runs before `FINISHED`'s `commit`. Only a move Flink
+//! could never make (out of `FINISHED`) is refused.
+//!
+//! The plan says which action a hook takes on each step: streaming tables
+//! are created up front and kept; batch tables are staged on `CREATED`,
+//! published on `FINISHED`, and discarded on `FAILED`/`CANCELED`. A batch
+//! job leaving `RESTARTING` starts a new attempt, so its staging is begun
+//! again, empty: Flink's `DefaultScheduler` restarts `RESTARTING → RUNNING`,
+//! other paths go through `CREATED`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -111,6 +121,38 @@ impl JobStatus {
     pub fn can_move_to(self, next: JobStatus) -> bool {
         self.legal_next().contains(&next)
     }
+
+    /// The statuses a job passes through from `self` to `to`, ending with
+    /// `to`: the shortest way through [`JobStatus::legal_next`], preferring
+    /// the order each status lists its next ones in (`RUNNING` first). `None`
+    /// when `to` cannot be reached.
+    pub fn path_to(self, to: JobStatus) -> Option<Vec<JobStatus>> {
+        let mut came_from: [Option<JobStatus>; 11] = [None; 11];
+        let mut queue = std::collections::VecDeque::from([self]);
+        let mut seen = [false; 11];
+        seen[self as usize] = true;
+        while let Some(status) = queue.pop_front() {
+            for &next in status.legal_next() {
+                if seen[next as usize] {
+                    continue;
+                }
+                seen[next as usize] = true;
+                came_from[next as usize] = Some(status);
+                if next == to {
+                    let mut path = vec![to];
+                    let mut at = to;
+                    while let Some(previous) = came_from[at as usize].filter(|p| *p != self) {
+                        path.push(previous);
+                        at = previous;
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                queue.push_back(next);
+            }
+        }
+        None
+    }
 }
 
 impl fmt::Display for JobStatus {
@@ -151,8 +193,46 @@ impl FromStr for JobStatus {
 pub enum Transition {
     /// The job already has this status: nothing changes (engines retry).
     Repeat,
-    /// A legal move.
-    Move { from: JobStatus, to: JobStatus },
+    /// A legal move, through `path` (the reported status last; any before it
+    /// were passed over between two reports).
+    Move {
+        from: JobStatus,
+        path: Vec<JobStatus>,
+    },
+}
+
+impl Transition {
+    /// Each step of the move as `(from, to)`, in order.
+    pub fn steps(&self) -> Vec<(JobStatus, JobStatus)> {
+        match self {
+            Transition::Repeat => Vec::new(),
+            Transition::Move { from, path } => std::iter::once(*from)
+                .chain(path.iter().copied())
+                .zip(path.iter().copied())
+                .collect(),
+        }
+    }
+}
+
+/// A status report, as an engine or its poller sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusReport {
+    pub status: JobStatus,
+    /// Why the job failed, for `FAILED`/`FAILING`.
+    pub failure: Option<String>,
+    /// When the engine says the job reached each status (Flink's
+    /// `timestamps` of `/jobs/<id>`), recorded beside ctasd's own time.
+    pub engine_times: std::collections::BTreeMap<JobStatus, chrono::DateTime<chrono::Utc>>,
+}
+
+impl StatusReport {
+    pub fn new(status: JobStatus) -> Self {
+        Self {
+            status,
+            failure: None,
+            engine_times: Default::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -161,7 +241,7 @@ pub enum TransitionError {
         "job is {from}, which is globally terminal: no transition leaves it (refused: {to}); legal next statuses: none"
     )]
     Terminal { from: JobStatus, to: JobStatus },
-    #[error("job cannot move from {from} to {to}; legal next statuses: {}", list(from.legal_next()))]
+    #[error("job cannot move from {from} to {to}: Flink never moves that way; legal next statuses: {}", list(from.legal_next()))]
     Illegal { from: JobStatus, to: JobStatus },
 }
 
@@ -179,10 +259,11 @@ impl JobStatus {
             Ok(Transition::Repeat)
         } else if self.is_globally_terminal() {
             Err(TransitionError::Terminal { from: self, to })
-        } else if self.can_move_to(to) {
-            Ok(Transition::Move { from: self, to })
         } else {
-            Err(TransitionError::Illegal { from: self, to })
+            match self.path_to(to) {
+                Some(path) => Ok(Transition::Move { from: self, path }),
+                None => Err(TransitionError::Illegal { from: self, to }),
+            }
         }
     }
 }
@@ -208,15 +289,17 @@ pub enum HookAction {
     Abort,
 }
 
-/// The action a hook of a job in `mode` takes on reaching `status`.
-pub fn plan(mode: JobMode, status: JobStatus) -> Option<HookAction> {
-    match (mode, status) {
-        (JobMode::Streaming, Created) => Some(HookAction::Create),
-        (JobMode::Streaming, _) => None,
-        (JobMode::Batch, Created) => Some(HookAction::Begin),
-        (JobMode::Batch, Finished) => Some(HookAction::Commit),
-        (JobMode::Batch, Failed | Canceled) => Some(HookAction::Abort),
-        (JobMode::Batch, _) => None,
+/// The action a hook of a job in `mode` takes on the step `from → to`.
+pub fn plan(mode: JobMode, from: JobStatus, to: JobStatus) -> Option<HookAction> {
+    match (mode, from, to) {
+        (JobMode::Streaming, _, Created) => Some(HookAction::Create),
+        (JobMode::Streaming, _, _) => None,
+        (JobMode::Batch, _, Created) => Some(HookAction::Begin),
+        // A restart straight back to RUNNING is a new attempt too.
+        (JobMode::Batch, Restarting, Running) => Some(HookAction::Begin),
+        (JobMode::Batch, _, Finished) => Some(HookAction::Commit),
+        (JobMode::Batch, _, Failed | Canceled) => Some(HookAction::Abort),
+        (JobMode::Batch, _, _) => None,
     }
 }
 
@@ -288,31 +371,65 @@ mod tests {
     }
 
     #[test]
-    fn an_illegal_move_names_the_legal_ones() {
-        let message = Created.transition_to(Finished).unwrap_err().to_string();
+    fn statuses_a_poller_missed_are_passed_through_in_flinks_order() {
+        let path = |from: JobStatus, to| match from.transition_to(to) {
+            Ok(Transition::Move { path, .. }) => path,
+            other => panic!("{from} -> {to}: {other:?}"),
+        };
+        assert_eq!(path(Created, Finished), [Running, Finished]);
+        assert_eq!(path(Initializing, Finished), [Created, Running, Finished]);
+        assert_eq!(path(Initializing, Running), [Created, Running]);
+        assert_eq!(path(Running, Finished), [Finished]);
+        assert_eq!(path(Suspended, Running), [Created, Running]);
+        let steps = Initializing.transition_to(Finished).unwrap().steps();
         assert_eq!(
-            message,
-            "job cannot move from CREATED to FINISHED; legal next statuses: RUNNING, FAILING, FAILED, CANCELLING, CANCELED, SUSPENDED"
+            steps,
+            [
+                (Initializing, Created),
+                (Created, Running),
+                (Running, Finished)
+            ]
         );
+    }
+
+    #[test]
+    fn every_status_but_the_terminal_ones_can_reach_every_other() {
+        for from in JobStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_globally_terminal())
+        {
+            for to in JobStatus::ALL.into_iter().filter(|to| *to != from) {
+                assert!(from.transition_to(to).is_ok(), "{from} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_illegal_move_names_the_legal_ones() {
+        let message = Finished.transition_to(Running).unwrap_err().to_string();
+        assert!(message.contains("legal next statuses: none"), "{message}");
     }
 
     #[test]
     fn the_plan_stages_batch_tables_and_creates_streaming_ones_up_front() {
         use HookAction::*;
-        let expected = |mode, status| match (mode, status) {
-            (JobMode::Streaming, JobStatus::Created) => Some(Create),
-            (JobMode::Batch, JobStatus::Created) => Some(Begin),
-            (JobMode::Batch, JobStatus::Finished) => Some(Commit),
-            (JobMode::Batch, JobStatus::Failed | JobStatus::Canceled) => Some(Abort),
+        let expected = |mode, from, to| match (mode, from, to) {
+            (JobMode::Streaming, _, JobStatus::Created) => Some(Create),
+            (JobMode::Batch, _, JobStatus::Created) => Some(Begin),
+            (JobMode::Batch, JobStatus::Restarting, JobStatus::Running) => Some(Begin),
+            (JobMode::Batch, _, JobStatus::Finished) => Some(Commit),
+            (JobMode::Batch, _, JobStatus::Failed | JobStatus::Canceled) => Some(Abort),
             _ => None,
         };
         for mode in [JobMode::Streaming, JobMode::Batch] {
-            for status in JobStatus::ALL {
-                assert_eq!(
-                    plan(mode, status),
-                    expected(mode, status),
-                    "{mode:?} {status}"
-                );
+            for from in JobStatus::ALL {
+                for to in from.legal_next().iter().copied() {
+                    assert_eq!(
+                        plan(mode, from, to),
+                        expected(mode, from, to),
+                        "{mode:?} {from} -> {to}"
+                    );
+                }
             }
         }
     }

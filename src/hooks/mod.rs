@@ -14,8 +14,9 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::sync::Mutex;
 
+use crate::catalog::factory::OpenOrInvalid;
 use crate::catalog::{
-    Catalog, CatalogError, CommitOutcome, LiveCatalogs, Publish, Staging, StagingKey,
+    BeginOutcome, Catalog, CatalogError, CreateOutcome, LiveCatalogs, Publish, Staging, StagingKey,
 };
 use crate::domain::hook::{ActionRecord, ActionResult, HookKind, JobRecord, NewHook};
 use crate::domain::job::{ActionState, HookAction, JobId};
@@ -133,142 +134,252 @@ impl HookRunner {
 
     async fn run_claimed(&self, actions: Vec<ActionRecord>) -> Result<(), StoreError> {
         let mut jobs: HashMap<JobId, JobRecord> = HashMap::new();
-        for action in actions {
-            if !jobs.contains_key(&action.job_id) {
-                let job = self.store.get_job(&action.job_id).await?;
-                let Some(job) = job else { continue };
+        for action in &actions {
+            if !jobs.contains_key(&action.job_id)
+                && let Some(job) = self.store.get_job(&action.job_id).await?
+            {
                 jobs.insert(action.job_id.clone(), job);
             }
-            let job = &jobs[&action.job_id];
-            let result = self.execute(job, &action).await;
-            if let ActionResult::Done { .. } = result {
-                crate::fault::reached(match action.action {
-                    HookAction::Create | HookAction::Begin => Point::StagingCreated,
-                    HookAction::Commit => Point::CommitApplied,
-                    HookAction::Abort => Point::AbortApplied,
-                });
+        }
+        // The commits of one job on one catalog and database publish
+        // together, in one transaction where the system allows.
+        let mut batches: Vec<Vec<ActionRecord>> = Vec::new();
+        for action in actions {
+            let Some(job) = jobs.get(&action.job_id) else {
+                continue;
+            };
+            let batch = (action.action == HookAction::Commit)
+                .then(|| {
+                    batches.iter().position(|batch| {
+                        batch[0].action == HookAction::Commit
+                            && batch[0].job_id == action.job_id
+                            && same_place(job, batch[0].hook_index, action.hook_index)
+                    })
+                })
+                .flatten();
+            match batch {
+                Some(index) => batches[index].push(action),
+                None => batches.push(vec![action]),
             }
-            match &result {
-                ActionResult::Done { outcome } => {
-                    tracing::info!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), outcome, "hook action done")
-                }
-                ActionResult::Retry { error, .. } => {
-                    tracing::warn!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), %error, "hook action will be retried")
-                }
-                ActionResult::Failed { error } => {
-                    tracing::warn!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), %error, "hook action failed")
-                }
+        }
+        for batch in batches {
+            let job = &jobs[&batch[0].job_id];
+            let results = self.execute(job, &batch).await;
+            for (action, result) in batch.iter().zip(results) {
+                self.finish(job, action, &result).await?;
             }
-            self.store.record_action(action.id, &result).await?;
         }
         Ok(())
     }
 
-    /// One attempt, bounded in time: a system that hangs is treated like one
-    /// that is down, and the action is retried later. Every step is
+    /// Logs and records how an attempt ended.
+    async fn finish(
+        &self,
+        job: &JobRecord,
+        action: &ActionRecord,
+        result: &ActionResult,
+    ) -> Result<(), StoreError> {
+        if let ActionResult::Done { .. } = result {
+            crate::fault::reached(match action.action {
+                HookAction::Create | HookAction::Begin => Point::StagingCreated,
+                HookAction::Commit => Point::CommitApplied,
+                HookAction::Abort => Point::AbortApplied,
+            });
+        }
+        match result {
+            ActionResult::Done { outcome } => {
+                tracing::info!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), outcome, "hook action done")
+            }
+            ActionResult::Retry { error, .. } => {
+                tracing::warn!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), %error, "hook action will be retried")
+            }
+            ActionResult::Failed { error } => {
+                tracing::warn!(job = %job.id, hook = action.hook_index, action = action.action.as_str(), %error, "hook action failed")
+            }
+        }
+        self.store.record_action(action.id, result).await
+    }
+
+    /// One attempt at a batch (one action, or the commits that publish
+    /// together), bounded in time: a system that hangs is treated like one
+    /// that is down, and the actions are retried later. Every step is
     /// idempotent, so an attempt cut short is safe to repeat.
-    async fn execute(&self, job: &JobRecord, action: &ActionRecord) -> ActionResult {
-        match tokio::time::timeout(ACTION_TIMEOUT, self.attempt(job, action)).await {
-            Ok(result) => result,
-            Err(_) => retry(
-                action,
-                format!("did not complete within {} s", ACTION_TIMEOUT.as_secs()),
-            ),
+    async fn execute(&self, job: &JobRecord, batch: &[ActionRecord]) -> Vec<ActionResult> {
+        match tokio::time::timeout(ACTION_TIMEOUT, self.attempt(job, batch)).await {
+            Ok(results) => results,
+            Err(_) => batch
+                .iter()
+                .map(|action| {
+                    retry(
+                        action,
+                        format!("did not complete within {} s", ACTION_TIMEOUT.as_secs()),
+                    )
+                })
+                .collect(),
         }
     }
 
-    async fn attempt(&self, job: &JobRecord, action: &ActionRecord) -> ActionResult {
+    async fn attempt(&self, job: &JobRecord, batch: &[ActionRecord]) -> Vec<ActionResult> {
+        let action = &batch[0];
+        let every = |result: ActionResult| batch.iter().map(|_| result.clone()).collect();
         let Some(hook) = job.hooks.get(action.hook_index as usize) else {
-            return ActionResult::Failed {
+            return every(ActionResult::Failed {
                 error: format!("job has no hook {}", action.hook_index),
-            };
-        };
-        let staging = match staging_of(job, action.hook_index, hook) {
-            Ok(staging) => staging,
-            Err(error) => return ActionResult::Failed { error },
+            });
         };
         let catalog = match self.catalog_for(hook).await {
             Ok(catalog) => catalog,
-            Err(error) => return retry(action, error),
+            Err(CatalogFailure::Final(error)) => return every(ActionResult::Failed { error }),
+            Err(CatalogFailure::Passing(error)) => {
+                return batch.iter().map(|a| retry(a, error.clone())).collect();
+            }
         };
+        let mut stagings = Vec::with_capacity(batch.len());
+        for action in batch {
+            let hook = &job.hooks[action.hook_index as usize];
+            match staging_of(job, action.hook_index, hook) {
+                Ok(staging) => stagings.push((staging, hook)),
+                Err(error) => return every(ActionResult::Failed { error }),
+            }
+        }
+        if action.action == HookAction::Commit {
+            return self.commit(catalog.as_ref(), batch, &stagings).await;
+        }
+        let (staging, hook) = &stagings[0];
         let outcome = match action.action {
-            HookAction::Create => catalog.create_table(&staging).await.map(|created| {
-                if created {
-                    "created"
-                } else {
-                    "already existed"
+            HookAction::Create => {
+                let replace = self
+                    .replaces_at_create(catalog.as_ref(), job, action, hook, staging)
+                    .await;
+                match replace {
+                    Ok(replace) => catalog
+                        .create_table(staging, replace)
+                        .await
+                        .map(CreateOutcome::as_str),
+                    Err(e) => Err(e),
                 }
-            }),
-            HookAction::Begin => catalog.begin(&staging).await.map(|()| "staged"),
-            HookAction::Abort => catalog.abort(&staging).await.map(|()| "aborted"),
-            HookAction::Commit => match self.commit(catalog.as_ref(), hook, &staging).await {
-                Ok(outcome) => Ok(outcome),
+            }
+            HookAction::Begin => catalog
+                .begin(staging, action.id)
+                .await
+                .map(BeginOutcome::as_str),
+            HookAction::Abort => catalog.abort(staging).await.map(|()| "aborted"),
+            HookAction::Commit => unreachable!("commits are run as a batch above"),
+        };
+        vec![settle(action, outcome.map(str::to_owned))]
+    }
+
+    /// Whether a streaming `create` drops and creates its target anew: for
+    /// a replacing kind, once per job (a `CREATED` after a restart keeps
+    /// the table and its rows), and on a retry only when the table does not
+    /// already have the declared columns (the first attempt replaced it
+    /// before a crash could record so).
+    async fn replaces_at_create(
+        &self,
+        catalog: &dyn Catalog,
+        job: &JobRecord,
+        action: &ActionRecord,
+        hook: &NewHook,
+        staging: &Staging,
+    ) -> Result<bool, CatalogError> {
+        if hook.kind == HookKind::CreateTableAs {
+            return Ok(false);
+        }
+        let created_before = job.actions.iter().any(|a| {
+            a.hook_index == action.hook_index
+                && a.action == HookAction::Create
+                && a.state == ActionState::Done
+                && a.id < action.id
+        });
+        if created_before {
+            return Ok(false);
+        }
+        if action.attempts <= 1
+            || !catalog
+                .table_exists(&staging.database, &staging.table)
+                .await?
+        {
+            return Ok(true);
+        }
+        let table = catalog.get_table(&staging.database, &staging.table).await?;
+        let existing: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
+        let declared: Vec<&str> = staging
+            .definition
+            .columns
+            .iter()
+            .filter(|c| c.is_physical())
+            .map(|c| c.name.as_str())
+            .collect();
+        Ok(existing != declared)
+    }
+
+    /// Publishes a batch of commits; a conflict on any of them (someone
+    /// changed a target since submission) discards every staging of the
+    /// batch, and the job shows why.
+    async fn commit(
+        &self,
+        catalog: &dyn Catalog,
+        batch: &[ActionRecord],
+        stagings: &[(Staging, &NewHook)],
+    ) -> Vec<ActionResult> {
+        let mut publications = Vec::with_capacity(stagings.len());
+        for (staging, hook) in stagings {
+            let publish = match hook.kind {
+                HookKind::CreateTableAs => Publish::Create,
+                HookKind::ReplaceTableAs => Publish::Replace,
+                HookKind::CreateOrReplaceTableAs => {
+                    match catalog
+                        .table_exists(&staging.database, &staging.table)
+                        .await
+                    {
+                        Ok(true) => Publish::Replace,
+                        Ok(false) => Publish::Create,
+                        Err(e) => return batch.iter().map(|a| settle(a, Err(e.clone()))).collect(),
+                    }
+                }
+            };
+            publications.push((staging.clone(), publish));
+        }
+        let outcomes = catalog.commit(&publications).await;
+        let mut results = Vec::with_capacity(batch.len());
+        for ((action, (staging, _)), outcome) in batch.iter().zip(&publications).zip(outcomes) {
+            let result = match outcome {
+                Ok(outcome) => ActionResult::Done {
+                    outcome: outcome.as_str().to_owned(),
+                },
                 Err(
                     conflict @ (CatalogError::TableExists { .. }
                     | CatalogError::TableNotFound { .. }
                     | CatalogError::NotOwned { .. }),
-                ) => {
-                    // Someone changed the target since submission: the
-                    // staging is discarded and the job shows why.
-                    return match catalog.abort(&staging).await {
-                        Ok(()) => ActionResult::Failed {
-                            error: format!("conflict at commit: {conflict}; staging discarded"),
-                        },
-                        Err(e) => retry(action, e.to_string()),
-                    };
-                }
-                Err(other) => Err(other),
-            },
-        };
-        match outcome {
-            Ok(outcome) => ActionResult::Done {
-                outcome: outcome.to_owned(),
-            },
-            Err(CatalogError::Unavailable(error)) => retry(action, error),
-            Err(other) => ActionResult::Failed {
-                error: other.to_string(),
-            },
+                ) => match catalog.abort(staging).await {
+                    Ok(()) => ActionResult::Failed {
+                        error: format!("conflict at commit: {conflict}; staging discarded"),
+                    },
+                    Err(e) => retry(action, e.to_string()),
+                },
+                Err(other) => settle(action, Err(other)),
+            };
+            results.push(result);
         }
-    }
-
-    async fn commit(
-        &self,
-        catalog: &dyn Catalog,
-        hook: &NewHook,
-        staging: &Staging,
-    ) -> Result<&'static str, CatalogError> {
-        let publish = match hook.kind {
-            HookKind::CreateTableAs => Publish::Create,
-            HookKind::ReplaceTableAs => Publish::Replace,
-            HookKind::CreateOrReplaceTableAs => {
-                if catalog
-                    .table_exists(&staging.database, &staging.table)
-                    .await?
-                {
-                    Publish::Replace
-                } else {
-                    Publish::Create
-                }
-            }
-        };
-        Ok(match catalog.commit(staging, publish).await? {
-            CommitOutcome::Committed => "committed",
-            CommitOutcome::AlreadyCommitted => "already committed",
-        })
+        results
     }
 
     /// The registered catalog when it still matches the snapshot (so an
     /// in-memory catalog is the same one users browse), else one opened
     /// from the snapshot.
-    async fn catalog_for(&self, hook: &NewHook) -> Result<Arc<dyn Catalog>, String> {
+    async fn catalog_for(&self, hook: &NewHook) -> Result<Arc<dyn Catalog>, CatalogFailure> {
         let snapshot = &hook.catalog;
         let registered = self
             .store
             .get_catalog(&snapshot.name)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CatalogFailure::Passing(e.to_string()))?;
         if let Some(record) = registered.filter(|r| r.descriptor.options == snapshot.options) {
-            return self.catalogs.get(&record).await.map_err(|e| e.to_string());
+            return self
+                .catalogs
+                .get(&record)
+                .await
+                .map_err(CatalogFailure::from);
         }
         let key = format!(
             "{}:{:?}",
@@ -283,9 +394,48 @@ impl HookRunner {
             .registry()
             .open(&snapshot.name, &snapshot.options)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(CatalogFailure::from)?;
         self.snapshots.lock().await.insert(key, catalog.clone());
         Ok(catalog)
+    }
+}
+
+/// Why a hook's catalog could not be had.
+enum CatalogFailure {
+    /// Its options are refused: no retry will open it.
+    Final(String),
+    /// It could not be reached, or the store could not be read: retried.
+    Passing(String),
+}
+
+impl From<OpenOrInvalid> for CatalogFailure {
+    fn from(error: OpenOrInvalid) -> Self {
+        match error {
+            OpenOrInvalid::Invalid(_) => CatalogFailure::Final(error.to_string()),
+            OpenOrInvalid::Open(_) => CatalogFailure::Passing(error.to_string()),
+        }
+    }
+}
+
+/// How an action's outcome is recorded: a system that could not be reached
+/// (or answered with something worth retrying) is retried with backoff;
+/// a refusal is final at once, with the system's own words.
+fn settle(action: &ActionRecord, outcome: Result<String, CatalogError>) -> ActionResult {
+    match outcome {
+        Ok(outcome) => ActionResult::Done { outcome },
+        Err(CatalogError::Unavailable(error)) => retry(action, error),
+        Err(other) => ActionResult::Failed {
+            error: other.to_string(),
+        },
+    }
+}
+
+/// Whether two hooks of `job` target the same catalog and database, so
+/// their commits can publish together.
+fn same_place(job: &JobRecord, a: u32, b: u32) -> bool {
+    match (job.hooks.get(a as usize), job.hooks.get(b as usize)) {
+        (Some(a), Some(b)) => a.catalog == b.catalog && a.database == b.database,
+        _ => false,
     }
 }
 

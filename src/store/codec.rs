@@ -9,7 +9,9 @@ use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
 use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, NewJob, StatusChange};
-use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition, plan};
+use crate::domain::job::{
+    ActionState, HookAction, JobId, JobMode, JobStatus, StatusReport, Transition, plan,
+};
 use crate::domain::options::is_sensitive;
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord};
 
@@ -168,6 +170,7 @@ pub(crate) struct JobRow {
     pub fingerprint: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub moved_at: DateTime<Utc>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -281,6 +284,7 @@ impl JobRow {
                 .collect::<Result<_, _>>()?,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            moved_at: self.moved_at,
         })
     }
 }
@@ -313,21 +317,53 @@ pub(crate) fn assemble_jobs(
         .collect()
 }
 
-/// The actions a move to `to` records: one per hook that is not skipped,
-/// as the plan says for the job's mode.
+/// The actions a move records, in order: for each step, one per hook that
+/// is not skipped, as the plan says for the job's mode; each with the
+/// status whose arrival triggers it.
 pub(crate) fn planned_actions(
     mode: JobMode,
-    to: JobStatus,
+    transition: &Transition,
     hooks: &[(i64, bool)],
-) -> Vec<(i64, HookAction)> {
-    match plan(mode, to) {
-        None => Vec::new(),
-        Some(action) => hooks
-            .iter()
-            .filter(|(_, skipped)| !skipped)
-            .map(|(index, _)| (*index, action))
-            .collect(),
-    }
+) -> Vec<(i64, HookAction, JobStatus)> {
+    transition
+        .steps()
+        .into_iter()
+        .filter_map(|(from, to)| plan(mode, from, to).map(|action| (action, to)))
+        .flat_map(|(action, to)| {
+            hooks
+                .iter()
+                .filter(|(_, skipped)| !skipped)
+                .map(move |(index, _)| (*index, action, to))
+        })
+        .collect()
+}
+
+/// One row of a job's status history, as a move writes it.
+pub(crate) struct HistoryRow<'a> {
+    pub from: JobStatus,
+    pub to: JobStatus,
+    /// Passed over between two reports; the last status reported was not.
+    pub inferred: bool,
+    pub failure: Option<&'a str>,
+    pub engine_at: Option<DateTime<Utc>>,
+}
+
+/// The history rows a move writes: one per step, the failure on the last.
+pub(crate) fn history_rows<'a>(
+    transition: &Transition,
+    report: &'a StatusReport,
+) -> Vec<HistoryRow<'a>> {
+    transition
+        .steps()
+        .into_iter()
+        .map(|(from, to)| HistoryRow {
+            from,
+            to,
+            inferred: to != report.status,
+            failure: report.failure.as_deref().filter(|_| to == report.status),
+            engine_at: report.engine_times.get(&to).copied(),
+        })
+        .collect()
 }
 
 pub(crate) fn job_insert_failed(id: &JobId, error: sqlx::Error) -> StoreError {
@@ -387,6 +423,8 @@ pub(crate) struct TransitionRow {
     pub to_status: String,
     pub failure: Option<String>,
     pub at: DateTime<Utc>,
+    pub inferred: bool,
+    pub engine_at: Option<DateTime<Utc>>,
 }
 
 impl TransitionRow {
@@ -397,6 +435,8 @@ impl TransitionRow {
             to: status(&self.to_status)?,
             failure: self.failure,
             at: self.at,
+            inferred: self.inferred,
+            engine_at: self.engine_at,
         })
     }
 }

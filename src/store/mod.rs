@@ -17,7 +17,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
-use crate::domain::job::{JobId, JobStatus, Transition};
+use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 pub use secrets::Keyring;
 
@@ -123,14 +123,15 @@ pub trait Store: Send + Sync {
     /// The job with its hooks and its whole action ledger, oldest first.
     async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError>;
 
-    /// Moves the job to `to` and records the actions that the move implies,
-    /// in one transaction under the job's lock. Reporting the current status
-    /// changes nothing and answers [`Transition::Repeat`].
+    /// Moves the job to the reported status, through any statuses passed
+    /// over, and records every step and the actions each implies, in one
+    /// transaction under the job's lock. A begin or create still waiting
+    /// when an abort is recorded for its hook gives way to it. Reporting the
+    /// current status changes nothing and answers [`Transition::Repeat`].
     async fn transition_job(
         &self,
         id: &JobId,
-        to: JobStatus,
-        failure: Option<&str>,
+        report: &StatusReport,
     ) -> Result<(JobRecord, Transition), StoreError>;
 
     /// Leases up to `limit` due actions (of `job` only, if given) for

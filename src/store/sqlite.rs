@@ -20,11 +20,11 @@ use super::codec::{
 };
 use super::codec::{
     ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, catalogs_of, check_transition,
-    first_missing, in_use, job_insert_failed, planned_actions,
+    first_missing, history_rows, in_use, job_insert_failed, planned_actions,
 };
 use super::{Keyring, Store, StoreError};
 use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
-use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
+use crate::domain::job::{HookAction, JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
@@ -34,7 +34,7 @@ static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 macro_rules! read_jobs {
     ($store:expr, $matches:literal, $ids:expr) => {{
         let jobs: Vec<JobRow> = sqlx::query_as(concat!(
-            "SELECT id, name, mode, status, statement, failure, fingerprint, created_at, updated_at \
+            "SELECT id, name, mode, status, statement, failure, fingerprint, created_at, updated_at, moved_at \
              FROM jobs WHERE id ",
             $matches,
             " ORDER BY id"
@@ -371,8 +371,8 @@ impl Store for SqliteStore {
         .map_err(StoreError::from_sqlx)?;
         first_missing(&catalogs, &present)?;
         sqlx::query(
-            "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, 'INITIALIZING', ?4, NULL, ?5, ?6, ?6)",
+            "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at, moved_at) \
+             VALUES (?1, ?2, ?3, 'INITIALIZING', ?4, NULL, ?5, ?6, ?6, ?6)",
         )
         .bind(job.id.as_str())
         .bind(&job.name)
@@ -429,10 +429,8 @@ impl Store for SqliteStore {
     async fn transition_job(
         &self,
         id: &JobId,
-        to: JobStatus,
-        failure: Option<&str>,
+        report: &StatusReport,
     ) -> Result<(JobRecord, Transition), StoreError> {
-        // IMMEDIATE takes the write lock up front: transitions are serialized.
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -445,29 +443,33 @@ impl Store for SqliteStore {
                 .await
                 .map_err(StoreError::from_sqlx)?
                 .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
-        let transition = check_transition(id, &status, to)?;
+        let transition = check_transition(id, &status, report.status)?;
         if let Transition::Move { .. } = transition {
             let now = Utc::now();
-            sqlx::query("UPDATE jobs SET status = ?2, failure = coalesce(?3, failure), updated_at = ?4 WHERE id = ?1")
+            sqlx::query("UPDATE jobs SET status = ?2, failure = coalesce(?3, failure), updated_at = ?4, moved_at = ?4 WHERE id = ?1")
                 .bind(id.as_str())
-                .bind(to.as_str())
-                .bind(failure)
+                .bind(report.status.as_str())
+                .bind(report.failure.as_deref())
                 .bind(now)
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::from_sqlx)?;
-            sqlx::query(
-                "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(id.as_str())
-            .bind(&status)
-            .bind(to.as_str())
-            .bind(failure)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            for row in history_rows(&transition, report) {
+                sqlx::query(
+                    "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at, inferred, engine_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .bind(id.as_str())
+                .bind(row.from.as_str())
+                .bind(row.to.as_str())
+                .bind(row.failure)
+                .bind(now)
+                .bind(row.inferred)
+                .bind(row.engine_at)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            }
             let hooks: Vec<(i64, bool)> = sqlx::query_as(
                 "SELECT hook_index, skipped FROM hooks WHERE job_id = ?1 ORDER BY hook_index",
             )
@@ -477,7 +479,25 @@ impl Store for SqliteStore {
             .map_err(StoreError::from_sqlx)?;
             let mode = JobMode::parse(&mode)
                 .ok_or_else(|| StoreError::Internal(format!("job {id} has mode {mode}")))?;
-            for (hook_index, action) in planned_actions(mode, to, &hooks) {
+            for (hook_index, action, trigger) in planned_actions(mode, &transition, &hooks) {
+                if action == HookAction::Abort {
+                    // The job ended: a begin or create still waiting (not
+                    // running right now) would only make what the abort
+                    // removes, so it gives way.
+                    sqlx::query(
+                        "UPDATE actions SET state = 'failed', \
+                         last_error = 'superseded: the job ended before it ran', updated_at = ?3 \
+                         WHERE job_id = ?1 AND hook_index = ?2 AND state = 'pending' \
+                           AND action IN ('begin', 'create') AND (lease_until IS NULL OR lease_until < ?4)",
+                    )
+                    .bind(id.as_str())
+                    .bind(hook_index)
+                    .bind(now)
+                    .bind(now.timestamp_millis())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(StoreError::from_sqlx)?;
+                }
                 sqlx::query(
                     "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, not_before, \
                      created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?6, ?6)",
@@ -485,7 +505,7 @@ impl Store for SqliteStore {
                 .bind(id.as_str())
                 .bind(hook_index)
                 .bind(action.as_str())
-                .bind(to.as_str())
+                .bind(trigger.as_str())
                 .bind(now.timestamp_millis())
                 .bind(now)
                 .execute(&mut *tx)
@@ -622,7 +642,7 @@ impl Store for SqliteStore {
 
     async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError> {
         let rows: Vec<TransitionRow> = sqlx::query_as(
-            "SELECT from_status, to_status, failure, at FROM job_transitions WHERE job_id = ?1 ORDER BY id",
+            "SELECT from_status, to_status, failure, at, inferred, engine_at FROM job_transitions WHERE job_id = ?1 ORDER BY id",
         )
         .bind(id.as_str())
         .fetch_all(&self.pool)

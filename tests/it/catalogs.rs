@@ -105,7 +105,7 @@ async fn validation_failures_name_the_problem_as_flink_does_and_store_nothing() 
 }
 
 #[tokio::test]
-async fn missing_options_are_listed_as_fields() {
+async fn every_missing_option_is_listed_as_a_field_at_once() {
     let app = TestApp::spawn().await;
     let reply = app
         .register(
@@ -120,7 +120,16 @@ async fn missing_options_are_listed_as_fields() {
         .iter()
         .map(|e| e["field"].as_str().unwrap())
         .collect();
-    assert_eq!(fields, ["options.default-database"]);
+    assert_eq!(
+        fields,
+        ["options.default-database", "options.username", "options.password"],
+        "all at once, as Flink names them"
+    );
+    assert!(
+        reply.detail().ends_with("default-database\nusername\npassword"),
+        "{}",
+        reply.detail()
+    );
     let reply = app
         .register("pg", json!({"type": "jdbc", "base-url": "jdbc:postgresql://127.0.0.1", "default-database": "d"}))
         .await;

@@ -1,7 +1,10 @@
 //! The `CREATE TABLE` a table definition becomes runs on the real databases,
 //! and the table it makes holds exactly the physical columns.
 
-use ctasd::catalog::dialect::Dialect;
+use ctasd::catalog::jdbc::mysql::MySql;
+use ctasd::catalog::jdbc::postgres::Postgres;
+use ctasd::catalog::jdbc::sqlite::Sqlite;
+use ctasd::catalog::jdbc::{Dialect, Shape};
 use ctasd::domain::table::TableDefinition;
 use serde_json::json;
 
@@ -28,6 +31,15 @@ fn orders() -> TableDefinition {
     .unwrap();
     table.validate().unwrap();
     table
+}
+
+/// The statements that create `orders` as published, as one script.
+fn ddl(dialect: &dyn Dialect) -> String {
+    let name = dialect.quote("orders").unwrap();
+    dialect
+        .create_table(&name, &orders(), Shape::published())
+        .unwrap()
+        .join(";\n")
 }
 
 const PHYSICAL: [&str; 6] = ["id", "amount", "note", "we\"ird `name`", "ts", "flag"];
@@ -60,9 +72,7 @@ async fn the_generated_ddl_creates_the_table_in_postgres() {
     let Some(pg) = TestPostgres::create().await else {
         return;
     };
-    let name = Dialect::Postgres.quote("orders").unwrap();
-    pg.execute(&Dialect::Postgres.create_table(&name, &orders()).unwrap())
-        .await;
+    pg.execute(&ddl(&Postgres)).await;
     let app = TestApp::spawn().await;
     app.register("pg", postgres_options(&pg)).await;
 
@@ -85,9 +95,7 @@ async fn the_generated_ddl_creates_the_table_in_mariadb() {
     let Some(my) = TestMysql::create().await else {
         return;
     };
-    let name = Dialect::MySql.quote("orders").unwrap();
-    my.execute(&Dialect::MySql.create_table(&name, &orders()).unwrap())
-        .await;
+    my.execute(&ddl(&MySql)).await;
     let app = TestApp::spawn().await;
     app.register("my", mysql_options(&my)).await;
 
@@ -106,13 +114,7 @@ async fn the_generated_ddl_creates_the_table_in_mariadb() {
 async fn the_generated_ddl_creates_the_table_in_sqlite() {
     let app = TestApp::spawn().await;
     let dir = app.scratch("lite");
-    let name = Dialect::Sqlite.quote("orders").unwrap();
-    sqlite_database(
-        &dir,
-        "main",
-        &Dialect::Sqlite.create_table(&name, &orders()).unwrap(),
-    )
-    .await;
+    sqlite_database(&dir, "main", &ddl(&Sqlite)).await;
     let options = json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()), "default-database": "main"});
     app.register("lite", options).await;
 
@@ -123,10 +125,7 @@ async fn the_generated_ddl_creates_the_table_in_sqlite() {
 fn a_primary_key_on_an_unbounded_string_is_refused_for_mysql_naming_the_column() {
     let mut table = orders();
     table.primary_key.as_mut().unwrap().columns = vec!["we\"ird `name`".into()];
-    let error = Dialect::MySql
-        .create_table("`t`", &table)
-        .unwrap_err()
-        .to_string();
+    let error = MySql.check_table("t", &table).unwrap_err().to_string();
     assert!(error.starts_with("column 'we\"ird `name`'"), "{error}");
-    assert!(Dialect::Postgres.create_table("\"t\"", &table).is_ok());
+    assert!(Postgres.check_table("t", &table).is_ok());
 }

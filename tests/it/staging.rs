@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use ctasd::catalog::{
-    Catalog, CatalogError, CommitOutcome, FactoryRegistry, Publish, Staging, StagingKey,
+    BeginOutcome, Catalog, CatalogError, CommitOutcome, CreateOutcome, FactoryRegistry, Publish,
+    Staging, StagingKey,
 };
 use ctasd::domain::table::TableDefinition;
 use ctasd::domain::{CatalogName, CatalogOptions};
@@ -41,6 +42,18 @@ fn staging(database: &str, table: &str) -> Staging {
         table: table.into(),
         definition,
     }
+}
+
+/// Commits one staging, as a batch of one.
+async fn commit_one(
+    catalog: &dyn Catalog,
+    staging: &Staging,
+    publish: Publish,
+) -> Result<CommitOutcome, CatalogError> {
+    catalog
+        .commit(&[(staging.clone(), publish)])
+        .await
+        .remove(0)
 }
 
 fn quoted(name: &str) -> String {
@@ -137,7 +150,13 @@ impl World {
                     json!({"type": "filesystem", "path": root.path(), "default-database": "db"}),
                 )
                 .await;
-                assert!(catalog.create_table(&staging("db", table)).await.unwrap());
+                assert_eq!(
+                    catalog
+                        .create_table(&staging("db", table), false)
+                        .await
+                        .unwrap(),
+                    CreateOutcome::Created
+                );
                 std::fs::write(root.path().join("db").join(table).join("part-999"), b"old")
                     .unwrap();
             }
@@ -286,8 +305,8 @@ async fn a_batch_commit_publishes_exactly_the_staged_rows_once() {
     for (world, catalog, database) in worlds().await {
         let staging = staging(&database, "orders");
 
-        catalog.begin(&staging).await.unwrap();
-        catalog.begin(&staging).await.unwrap();
+        catalog.begin(&staging, 1).await.unwrap();
+        catalog.begin(&staging, 1).await.unwrap();
         assert_eq!(
             world.ids("orders").await,
             None,
@@ -306,8 +325,12 @@ async fn a_batch_commit_publishes_exactly_the_staged_rows_once() {
             .insert(&world.staging_name(&staging), &[1, 2, 3])
             .await;
 
-        let first = catalog.commit(&staging, Publish::Create).await.unwrap();
-        let second = catalog.commit(&staging, Publish::Create).await.unwrap();
+        let first = commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap();
+        let second = commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap();
 
         assert_eq!(first, CommitOutcome::Committed);
         assert_eq!(second, CommitOutcome::AlreadyCommitted);
@@ -325,7 +348,7 @@ async fn a_batch_commit_publishes_exactly_the_staged_rows_once() {
 async fn an_abort_removes_the_staging_and_leaves_no_target() {
     for (world, catalog, database) in worlds().await {
         let staging = staging(&database, "orders");
-        catalog.begin(&staging).await.unwrap();
+        catalog.begin(&staging, 1).await.unwrap();
         world.insert(&world.staging_name(&staging), &[1]).await;
 
         catalog.abort(&staging).await.unwrap();
@@ -333,7 +356,9 @@ async fn an_abort_removes_the_staging_and_leaves_no_target() {
 
         assert_eq!(world.ids(&world.staging_name(&staging)).await, None);
         assert_eq!(world.ids("orders").await, None);
-        let late = catalog.commit(&staging, Publish::Create).await.unwrap_err();
+        let late = commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap_err();
         assert!(
             matches!(late, CatalogError::StagingMissing { .. }),
             "{late}"
@@ -345,10 +370,13 @@ async fn an_abort_removes_the_staging_and_leaves_no_target() {
 async fn a_replacement_shows_old_rows_until_the_commit_and_only_new_rows_after() {
     for (world, catalog, database) in worlds().await {
         let existing = staging(&database, "orders");
-        assert!(catalog.create_table(&existing).await.unwrap());
+        assert_eq!(
+            catalog.create_table(&existing, false).await.unwrap(),
+            CreateOutcome::Created
+        );
         world.insert("orders", &[1, 2]).await;
         let replacement = staging(&database, "orders");
-        catalog.begin(&replacement).await.unwrap();
+        catalog.begin(&replacement, 1).await.unwrap();
         world
             .insert(&world.staging_name(&replacement), &[7, 8, 9])
             .await;
@@ -358,8 +386,7 @@ async fn a_replacement_shows_old_rows_until_the_commit_and_only_new_rows_after()
             "readers see the old rows meanwhile"
         );
 
-        let outcome = catalog
-            .commit(&replacement, Publish::Replace)
+        let outcome = commit_one(catalog.as_ref(), &replacement, Publish::Replace)
             .await
             .unwrap();
 
@@ -377,8 +404,7 @@ async fn a_replacement_shows_old_rows_until_the_commit_and_only_new_rows_after()
             );
         }
         assert_eq!(
-            catalog
-                .commit(&replacement, Publish::Replace)
+            commit_one(catalog.as_ref(), &replacement, Publish::Replace)
                 .await
                 .unwrap(),
             CommitOutcome::AlreadyCommitted
@@ -400,13 +426,15 @@ async fn a_replacement_shows_old_rows_until_the_commit_and_only_new_rows_after()
 async fn a_target_created_by_someone_else_meanwhile_makes_the_commit_a_conflict() {
     for (world, catalog, database) in worlds().await {
         let staging = staging(&database, "orders");
-        catalog.begin(&staging).await.unwrap();
+        catalog.begin(&staging, 1).await.unwrap();
         world.insert(&world.staging_name(&staging), &[1]).await;
         let intruder = self::staging(&database, "orders");
-        catalog.create_table(&intruder).await.unwrap();
+        catalog.create_table(&intruder, false).await.unwrap();
         world.insert("orders", &[42]).await;
 
-        let conflict = catalog.commit(&staging, Publish::Create).await.unwrap_err();
+        let conflict = commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap_err();
         catalog.abort(&staging).await.unwrap();
 
         assert!(
@@ -426,9 +454,13 @@ async fn a_target_created_by_someone_else_meanwhile_makes_the_commit_a_conflict(
 async fn a_streaming_table_is_created_once_and_visible_at_once() {
     for (world, catalog, database) in worlds().await {
         let staging = staging(&database, "events");
-        assert!(catalog.create_table(&staging).await.unwrap());
-        assert!(
-            !catalog.create_table(&staging).await.unwrap(),
+        assert_eq!(
+            catalog.create_table(&staging, false).await.unwrap(),
+            CreateOutcome::Created
+        );
+        assert_eq!(
+            catalog.create_table(&staging, false).await.unwrap(),
+            CreateOutcome::AlreadyExisted,
             "a repeated CREATED creates nothing"
         );
         assert_eq!(world.ids("events").await, Some(vec![]));
@@ -440,21 +472,152 @@ async fn a_streaming_table_is_created_once_and_visible_at_once() {
 async fn an_in_memory_catalog_stages_invisibly_and_publishes_on_commit() {
     let catalog = open(json!({"type": "generic_in_memory"})).await;
     let staging = staging("default", "orders");
-    catalog.begin(&staging).await.unwrap();
+    catalog.begin(&staging, 1).await.unwrap();
     assert!(catalog.list_tables("default").await.unwrap().is_empty());
 
     assert_eq!(
-        catalog.commit(&staging, Publish::Create).await.unwrap(),
+        commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap(),
         CommitOutcome::Committed
     );
     assert_eq!(
-        catalog.commit(&staging, Publish::Create).await.unwrap(),
+        commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap(),
         CommitOutcome::AlreadyCommitted
     );
     let table = catalog.get_table("default", "orders").await.unwrap();
     assert_eq!(table.columns.len(), 2);
     let aborted = self::staging("default", "other");
-    catalog.begin(&aborted).await.unwrap();
+    catalog.begin(&aborted, 1).await.unwrap();
     catalog.abort(&aborted).await.unwrap();
     assert_eq!(catalog.list_tables("default").await.unwrap(), ["orders"]);
+}
+
+#[tokio::test]
+async fn a_begin_for_a_new_attempt_empties_the_staging_and_a_repeated_one_keeps_its_rows() {
+    for (world, catalog, database) in worlds().await {
+        let staging = staging(&database, "orders");
+        let name = world.staging_name(&staging);
+        assert_eq!(
+            catalog.begin(&staging, 1).await.unwrap(),
+            BeginOutcome::Staged
+        );
+        world.insert(&name, &[1, 2]).await;
+
+        let repeated = catalog.begin(&staging, 1).await.unwrap();
+        let kept = world.ids(&name).await;
+        let restarted = catalog.begin(&staging, 5).await.unwrap();
+        let emptied = world.ids(&name).await;
+        world.insert(&name, &[3]).await;
+        let again = catalog.begin(&staging, 5).await.unwrap();
+        commit_one(catalog.as_ref(), &staging, Publish::Create)
+            .await
+            .unwrap();
+
+        assert_eq!(repeated, BeginOutcome::AlreadyStaged);
+        assert_eq!(kept, Some(vec![1, 2]), "the same attempt keeps its rows");
+        assert_eq!(restarted, BeginOutcome::Restaged);
+        assert_eq!(emptied, Some(vec![]), "a new attempt starts empty");
+        assert_eq!(again, BeginOutcome::AlreadyStaged);
+        assert_eq!(
+            world.ids("orders").await,
+            Some(vec![3]),
+            "only the last attempt's rows"
+        );
+        let mut tables = world.tables().await;
+        tables.retain(|t| t.contains("ctasd"));
+        assert_eq!(
+            tables,
+            Vec::<String>::new(),
+            "no staging, parked or fresh table is left"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_replace_puts_the_declared_table_in_place_of_the_old_one() {
+    for (world, catalog, database) in worlds().await {
+        world.create_old("events").await;
+        let mut replacement = staging(&database, "events");
+        replacement.definition = serde_json::from_value(json!({
+            "columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "note", "type": "VARCHAR(20)"},
+                        {"name": "added", "type": "INT"}]
+        }))
+        .unwrap();
+
+        let kept = catalog.create_table(&replacement, false).await.unwrap();
+        let replaced = catalog.create_table(&replacement, true).await.unwrap();
+
+        assert_eq!(kept, CreateOutcome::AlreadyExisted);
+        assert_eq!(replaced, CreateOutcome::Replaced);
+        let columns: Vec<String> = catalog
+            .get_table(&database, "events")
+            .await
+            .unwrap()
+            .columns
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(columns, ["id", "note", "added"], "the new definition");
+        assert_eq!(
+            world.ids("events").await,
+            Some(vec![]),
+            "the old rows are gone"
+        );
+        let mut tables = world.tables().await;
+        tables.retain(|t| t.contains("ctasd"));
+        assert_eq!(tables, Vec::<String>::new());
+    }
+}
+
+#[tokio::test]
+async fn hooks_on_one_database_publish_all_together_or_not_at_all() {
+    for (world, catalog, database) in worlds().await {
+        if matches!(world, World::Files(_)) {
+            // A directory rename publishes one table at a time.
+            continue;
+        }
+        let (first, second) = (staging(&database, "first"), staging(&database, "second"));
+        for staging in [&first, &second] {
+            catalog.begin(staging, 1).await.unwrap();
+            world.insert(&world.staging_name(staging), &[1]).await;
+        }
+        catalog
+            .create_table(&self::staging(&database, "second"), false)
+            .await
+            .unwrap();
+
+        let conflicted = catalog
+            .commit(&[
+                (first.clone(), Publish::Create),
+                (second.clone(), Publish::Create),
+            ])
+            .await;
+        world.insert("second", &[42]).await;
+
+        assert!(
+            conflicted
+                .iter()
+                .all(|r| matches!(r, Err(CatalogError::TableExists { .. }))),
+            "{conflicted:?}"
+        );
+        assert_eq!(world.ids("first").await, None, "nothing published");
+
+        let dropped = staging(&database, "third");
+        catalog.begin(&dropped, 1).await.unwrap();
+        let published = catalog
+            .commit(&[
+                (first.clone(), Publish::Create),
+                (dropped.clone(), Publish::Create),
+            ])
+            .await;
+        assert!(
+            published.iter().all(|r| r == &Ok(CommitOutcome::Committed)),
+            "{published:?}"
+        );
+        assert_eq!(world.ids("first").await, Some(vec![1]));
+        assert_eq!(world.ids("third").await, Some(vec![]));
+    }
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctasd::domain::hook::{ActionResult, HookKind, JobRecord, NewHook, NewJob};
-use ctasd::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus, Transition};
+use ctasd::domain::job::{
+    ActionState, HookAction, JobId, JobMode, JobStatus, StatusReport, Transition,
+};
 use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions};
 use ctasd::store::{Store, StoreError};
 
@@ -77,7 +79,8 @@ conformance!(
     a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept,
     a_job_id_is_taken_once,
     a_transition_records_the_planned_actions_in_the_same_step,
-    illegal_and_terminal_transitions_change_nothing,
+    a_report_that_skips_statuses_records_each_step_and_its_actions_in_order,
+    terminal_statuses_cannot_be_left,
     due_actions_are_leased_once_and_in_hook_order,
     a_failed_attempt_waits_for_its_retry_time,
     concurrent_claimers_never_share_an_action,
@@ -306,6 +309,14 @@ fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
     }
 }
 
+/// A report of `status`, with `failure`.
+fn report(status: JobStatus, failure: Option<&str>) -> StatusReport {
+    StatusReport {
+        failure: failure.map(str::to_owned),
+        ..StatusReport::new(status)
+    }
+}
+
 /// Stores `new`, with the catalogs its hooks name registered first.
 async fn insert(store: &Arc<dyn Store>, new: &NewJob) -> JobRecord {
     for hook in &new.hooks {
@@ -334,7 +345,7 @@ async fn a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept(back
     for status in [JobStatus::Created, JobStatus::Failed] {
         backend
             .store
-            .transition_job(&new.id, status, None)
+            .transition_job(&new.id, &report(status, None))
             .await
             .unwrap();
     }
@@ -397,12 +408,12 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
 
     let (created, moved) = backend
         .store
-        .transition_job(&new.id, JobStatus::Created, None)
+        .transition_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
     let (again, repeat) = backend
         .store
-        .transition_job(&new.id, JobStatus::Created, None)
+        .transition_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
 
@@ -410,7 +421,7 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
         moved,
         Transition::Move {
             from: JobStatus::Initializing,
-            to: JobStatus::Created
+            path: vec![JobStatus::Created]
         }
     );
     assert_eq!(created.status, JobStatus::Created);
@@ -432,13 +443,13 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
 
     let (running, _) = backend
         .store
-        .transition_job(&new.id, JobStatus::Running, None)
+        .transition_job(&new.id, &report(JobStatus::Running, None))
         .await
         .unwrap();
     assert_eq!(running.actions.len(), 2, "RUNNING implies no action");
     let (failed, _) = backend
         .store
-        .transition_job(&new.id, JobStatus::Failed, Some("out of memory"))
+        .transition_job(&new.id, &report(JobStatus::Failed, Some("out of memory")))
         .await
         .unwrap();
     assert_eq!(failed.failure.as_deref(), Some("out of memory"));
@@ -450,28 +461,67 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
     assert_eq!(aborts, 2);
 }
 
-async fn illegal_and_terminal_transitions_change_nothing(backend: Backend) {
+async fn a_report_that_skips_statuses_records_each_step_and_its_actions_in_order(backend: Backend) {
+    let new = job(JobMode::Batch, 2, &[]);
+    insert(&backend.store, &new).await;
+    let created_at = chrono::DateTime::from_timestamp_millis(1_700_000_000_123).unwrap();
+    let finished = StatusReport {
+        engine_times: [(JobStatus::Created, created_at)].into(),
+        ..StatusReport::new(JobStatus::Finished)
+    };
+
+    let (job, moved) = backend
+        .store
+        .transition_job(&new.id, &finished)
+        .await
+        .unwrap();
+
+    assert!(matches!(moved, Transition::Move { .. }));
+    assert_eq!(job.status, JobStatus::Finished);
+    let history = backend.store.status_history(&new.id).await.unwrap();
+    let steps: Vec<(JobStatus, bool, Option<_>)> = history
+        .iter()
+        .skip(1)
+        .map(|h| (h.to, h.inferred, h.engine_at))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (JobStatus::Created, true, Some(created_at)),
+            (JobStatus::Running, true, None),
+            (JobStatus::Finished, false, None)
+        ]
+    );
+    let planned: Vec<(u32, HookAction, JobStatus)> = job
+        .actions
+        .iter()
+        .map(|a| (a.hook_index, a.action, a.trigger))
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            (0, HookAction::Begin, JobStatus::Created),
+            (1, HookAction::Begin, JobStatus::Created),
+            (0, HookAction::Commit, JobStatus::Finished),
+            (1, HookAction::Commit, JobStatus::Finished)
+        ],
+        "the begins are recorded, and so run, before the commits"
+    );
+}
+
+async fn terminal_statuses_cannot_be_left(backend: Backend) {
     let new = job(JobMode::Streaming, 1, &[]);
     insert(&backend.store, &new).await;
-    let illegal = backend
-        .store
-        .transition_job(&new.id, JobStatus::Finished, None)
-        .await
-        .unwrap_err();
-    assert!(
-        illegal.to_string().contains("legal next statuses: CREATED"),
-        "{illegal}"
-    );
     for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
         backend
             .store
-            .transition_job(&new.id, status, None)
+            .transition_job(&new.id, &report(status, None))
             .await
             .unwrap();
     }
     let terminal = backend
         .store
-        .transition_job(&new.id, JobStatus::Running, None)
+        .transition_job(&new.id, &report(JobStatus::Running, None))
         .await
         .unwrap_err();
     assert!(
@@ -488,7 +538,7 @@ async fn illegal_and_terminal_transitions_change_nothing(backend: Backend) {
     );
     let missing = backend
         .store
-        .transition_job(&JobId::generate(), JobStatus::Created, None)
+        .transition_job(&JobId::generate(), &report(JobStatus::Created, None))
         .await
         .unwrap_err();
     assert!(matches!(missing, StoreError::JobNotFound(_)), "{missing}");
@@ -500,7 +550,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
     for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
         backend
             .store
-            .transition_job(&new.id, status, None)
+            .transition_job(&new.id, &report(status, None))
             .await
             .unwrap();
     }
@@ -585,7 +635,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     insert(&backend.store, &new).await;
     backend
         .store
-        .transition_job(&new.id, JobStatus::Created, None)
+        .transition_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
     let claimed = backend
@@ -650,7 +700,7 @@ async fn concurrent_claimers_never_share_an_action(backend: Backend) {
         insert(&backend.store, &new).await;
         backend
             .store
-            .transition_job(&new.id, JobStatus::Created, None)
+            .transition_job(&new.id, &report(JobStatus::Created, None))
             .await
             .unwrap();
     }
@@ -692,7 +742,7 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
     for new in [&held, &released] {
         insert(store, new).await;
         store
-            .transition_job(&new.id, JobStatus::Created, None)
+            .transition_job(&new.id, &report(JobStatus::Created, None))
             .await
             .unwrap();
     }
@@ -750,7 +800,7 @@ async fn an_untried_action_is_left_to_its_report_for_the_grace_period(backend: B
     let new = job(JobMode::Streaming, 1, &[]);
     insert(store, &new).await;
     store
-        .transition_job(&new.id, JobStatus::Created, None)
+        .transition_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
     let (lease, grace) = (Duration::from_secs(60), Duration::from_millis(800));

@@ -1,0 +1,317 @@
+//! What the SQL systems differ in, as text: how names are quoted, which
+//! column type holds each Flink type, the limits a table must fit, and the
+//! statements that stage, publish and drop a table. Nothing here performs
+//! I/O; [`super::Server`] runs the statements.
+//!
+//! A type a dialect cannot hold without loss is refused with the column
+//! named, so a job fails at submission instead of at DDL time or, worse,
+//! with silently truncated data.
+
+use std::fmt::Write;
+
+use crate::domain::table::{ColumnDefinition, TableDefinition};
+use crate::domain::types::DataType;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DialectError {
+    #[error("column '{column}': {reason}")]
+    Column { column: String, reason: String },
+    #[error("{0}")]
+    Name(String),
+}
+
+/// What a table being created is for: its primary key's name and the marker
+/// it carries while it is a staging.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    /// The primary key constraint's name (a staging's own, on systems where
+    /// the name must be unique beyond the table).
+    pub key_name: Option<&'a str>,
+    /// The attempt marker of a staging; `None` for a published table,
+    /// which carries the declared table comment instead.
+    pub attempt: Option<i64>,
+}
+
+/// One staging to publish as its target.
+#[derive(Debug, Clone)]
+pub struct Publication<'a> {
+    /// The staging's name as DDL names it (quoted, qualified where needed).
+    pub staging: &'a str,
+    /// The target's name as DDL names it.
+    pub target: &'a str,
+    /// The target exists and is replaced.
+    pub replace: bool,
+    /// Where a replaced table is parked until it is dropped (MySQL's swap).
+    pub parked: &'a str,
+    /// The staging's own primary key name (unquoted), renamed to the
+    /// declared one.
+    pub staging_key_name: Option<&'a str>,
+    pub definition: &'a TableDefinition,
+}
+
+/// One SQL system's text. Names passed in are unquoted; every name in a
+/// statement is quoted by [`Dialect::quote`].
+pub trait Dialect: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Longest identifier, in bytes.
+    fn max_identifier_len(&self) -> usize;
+    /// The character that quotes identifiers.
+    fn quote_char(&self) -> char;
+    /// Most columns a table may have.
+    fn max_columns(&self) -> usize;
+    /// Most columns a primary key may have.
+    fn max_key_columns(&self) -> usize;
+    /// Whether DDL runs inside transactions (all or nothing).
+    fn transactional_ddl(&self) -> bool;
+    /// The column type for a Flink type, without nullability.
+    fn column_type(&self, data_type: &DataType) -> Result<String, String>;
+
+    /// A name this system refuses beyond length and NUL (a trailing space,
+    /// a reserved prefix, a system column).
+    fn check_name(&self, _kind: NameKind, _name: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Limits computed from the columns (MySQL's row and key sizes).
+    fn check_sizes(&self, _table: &TableDefinition) -> Result<(), DialectError> {
+        Ok(())
+    }
+
+    /// Whether a staging's primary key needs a name of its own: PostgreSQL
+    /// names the key's index, and index names are unique in a schema.
+    fn stages_key_name(&self) -> bool {
+        false
+    }
+
+    /// `table` as DDL names it: MySQL's connection serves every database,
+    /// so it qualifies; PostgreSQL and SQLite connect to one database.
+    fn table_name(&self, _database: &str, table: &str) -> Result<String, DialectError> {
+        self.quote(table)
+    }
+
+    /// A quoted identifier; quotes inside the name are doubled, NUL and
+    /// over-long names are refused.
+    fn quote(&self, name: &str) -> Result<String, DialectError> {
+        if name.is_empty() || name.contains('\0') {
+            return Err(DialectError::Name(format!(
+                "'{}' is not a valid {} identifier",
+                name.escape_debug(),
+                self.name()
+            )));
+        }
+        if name.len() > self.max_identifier_len() {
+            return Err(DialectError::Name(format!(
+                "'{name}' is longer than {}'s limit of {} bytes",
+                self.name(),
+                self.max_identifier_len()
+            )));
+        }
+        let q = self.quote_char();
+        Ok(format!("{q}{}{q}", name.replace(q, &format!("{q}{q}"))))
+    }
+
+    /// A string literal.
+    fn literal(&self, text: &str) -> String {
+        format!("'{}'", text.replace('\'', "''"))
+    }
+
+    /// The column definition, comment included where the system keeps it
+    /// in the column's own clause.
+    fn column(&self, column: &ColumnDefinition, data_type: &DataType) -> Result<String, String> {
+        let mut sql = format!(
+            "{} {}",
+            self.quote(&column.name).map_err(|e| e.to_string())?,
+            self.column_type(data_type)?
+        );
+        if !data_type.nullable {
+            sql.push_str(" NOT NULL");
+        }
+        Ok(sql)
+    }
+
+    /// What closes a `CREATE TABLE` after its column list (MySQL's table
+    /// comment).
+    fn table_suffix(&self, _comment: Option<&str>) -> String {
+        String::new()
+    }
+
+    /// What follows the column list inside the parentheses (SQLite keeps
+    /// the staging marker there, in a comment).
+    fn inner_suffix(&self, _attempt: Option<i64>) -> String {
+        String::new()
+    }
+
+    /// Statements run after `CREATE TABLE` in the same transaction
+    /// (PostgreSQL's `COMMENT ON`).
+    fn after_create(
+        &self,
+        _name: &str,
+        _table: &TableDefinition,
+        _comment: Option<&str>,
+    ) -> Result<Vec<String>, DialectError> {
+        Ok(Vec::new())
+    }
+
+    /// Sets a table's comment, or its staging marker, on an existing table;
+    /// `None` where the system cannot (SQLite).
+    fn set_comment(&self, _name: &str, _comment: Option<&str>) -> Option<String> {
+        None
+    }
+
+    /// Publishes stagings as their targets: one transaction on systems with
+    /// transactional DDL, else statements each atomic on its own.
+    fn publish(&self, items: &[Publication]) -> Result<Vec<String>, DialectError>;
+
+    /// `CREATE TABLE` and what follows it, for a table named `name`
+    /// (already quoted or qualified).
+    fn create_table(
+        &self,
+        name: &str,
+        table: &TableDefinition,
+        shape: Shape,
+    ) -> Result<Vec<String>, DialectError> {
+        let mut sql = format!("CREATE TABLE {name} (");
+        let mut first = true;
+        for column in table.columns.iter().filter(|c| c.is_physical()) {
+            let fail = |reason: String| DialectError::Column {
+                column: column.name.clone(),
+                reason,
+            };
+            let data_type = DataType::parse(&column.data_type).map_err(|e| fail(e.to_string()))?;
+            let definition = self.column(column, &data_type).map_err(fail)?;
+            if !first {
+                sql.push_str(", ");
+            }
+            first = false;
+            sql.push_str(&definition);
+        }
+        if let Some(pk) = &table.primary_key {
+            let columns = pk
+                .columns
+                .iter()
+                .map(|c| self.quote(c))
+                .collect::<Result<Vec<_>, _>>()?;
+            let name = self.quote(shape.key_name.unwrap_or(&pk.name))?;
+            write!(
+                sql,
+                ", CONSTRAINT {name} PRIMARY KEY ({})",
+                columns.join(", ")
+            )
+            .expect("writing to a String");
+        }
+        sql.push_str(&self.inner_suffix(shape.attempt));
+        sql.push(')');
+        let marker = shape.attempt.map(attempt_marker);
+        let comment = marker.as_deref().or(table.comment.as_deref());
+        sql.push_str(&self.table_suffix(comment));
+        let mut statements = vec![sql];
+        statements.extend(self.after_create(name, table, comment)?);
+        Ok(statements)
+    }
+
+    /// A name this system can hold as an identifier, as it is.
+    fn check_identifier(&self, kind: NameKind, name: &str) -> Result<(), DialectError> {
+        self.quote(name)?;
+        self.check_name(kind, name).map_err(DialectError::Name)
+    }
+
+    /// Whatever can be known before asking the system: names it refuses,
+    /// more columns or key columns than it holds, rows larger than it
+    /// allows, and the DDL itself (types it cannot hold).
+    fn check_table(&self, table: &str, definition: &TableDefinition) -> Result<(), DialectError> {
+        self.check_identifier(NameKind::Table, table)?;
+        let physical: Vec<_> = definition
+            .columns
+            .iter()
+            .filter(|c| c.is_physical())
+            .collect();
+        if physical.len() > self.max_columns() {
+            return Err(DialectError::Name(format!(
+                "{} tables hold at most {} columns; this one has {}",
+                self.name(),
+                self.max_columns(),
+                physical.len()
+            )));
+        }
+        for column in &physical {
+            self.check_identifier(NameKind::Column, &column.name)
+                .map_err(|e| DialectError::Column {
+                    column: column.name.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        if let Some(pk) = &definition.primary_key {
+            if pk.columns.len() > self.max_key_columns() {
+                return Err(DialectError::Name(format!(
+                    "{} primary keys hold at most {} columns; '{}' has {}",
+                    self.name(),
+                    self.max_key_columns(),
+                    pk.name,
+                    pk.columns.len()
+                )));
+            }
+            self.check_identifier(NameKind::Constraint, &pk.name)?;
+        }
+        self.check_sizes(definition)?;
+        self.create_table("t", definition, Shape::published())
+            .map(|_| ())
+    }
+}
+
+/// What kind of object a name is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    Database,
+    Table,
+    Column,
+    Constraint,
+}
+
+impl NameKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NameKind::Database => "database name",
+            NameKind::Table => "table name",
+            NameKind::Column => "column name",
+            NameKind::Constraint => "constraint name",
+        }
+    }
+}
+
+impl Shape<'_> {
+    /// A table as published: its declared key name and comment.
+    pub fn published() -> Self {
+        Shape {
+            key_name: None,
+            attempt: None,
+        }
+    }
+}
+
+/// The comment a staging carries: the begin action that made it, so a
+/// repeated begin knows whether the staging is already this attempt's.
+pub fn attempt_marker(attempt: i64) -> String {
+    format!("ctasd staging, attempt {attempt}")
+}
+
+/// The attempt named in a staging's comment or DDL text, if any.
+pub fn parse_attempt_marker(text: &str) -> Option<i64> {
+    let (_, rest) = text.split_once("ctasd staging, attempt ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_markers_read_back_from_comments_and_ddl_text() {
+        assert_eq!(parse_attempt_marker(&attempt_marker(42)), Some(42));
+        assert_eq!(
+            parse_attempt_marker("CREATE TABLE \"t\" (\"a\" INT /* ctasd staging, attempt 7 */)"),
+            Some(7)
+        );
+        assert_eq!(parse_attempt_marker("orders by day"), None);
+    }
+}

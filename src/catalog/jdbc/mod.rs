@@ -1,0 +1,950 @@
+//! `jdbc`: tables in a real PostgreSQL, MySQL/MariaDB or SQLite database.
+//!
+//! Options use Flink's JDBC catalog names (`base-url`, `default-database`,
+//! `username`, `password`). The base URL names a server (or, for SQLite, a
+//! directory whose `<database>.db` files are the databases); the database is
+//! always a separate option, as in Flink. Connections are built from typed
+//! connect options, never from a URL with the password spliced in, so no
+//! driver message can echo it; [`CatalogOptions::redact`] guards the rest.
+//!
+//! Staging, publication and removal are written once here, over two traits:
+//! [`Dialect`] (the statements, as text) and [`Server`] (running them), one
+//! implementation of each per system in `postgres`, `mysql` and `sqlite`.
+//! A staging carries a marker naming the `begin` that made it, so a begin
+//! for a new attempt (after a restart) empties it, and a repeated begin of
+//! the same attempt leaves the rows written meanwhile alone.
+
+pub mod dialect;
+pub mod mysql;
+pub mod postgres;
+pub mod sqlite;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
+use super::protected::{ProtectedPaths, STORE_MARKER_TABLE, canonical_directory};
+use super::{
+    BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
+    Staging, TableInfo, staging_missing, table_exists_error, table_not_found,
+};
+use crate::domain::table::TableDefinition;
+use crate::domain::{CatalogOptions, ObjectName};
+pub use dialect::{Dialect, DialectError, NameKind, Publication, Shape};
+
+/// Tables ctasd makes for itself start with this; browsing hides them.
+const HIDDEN_PREFIX: &str = "__ctasd_";
+
+/// How long opening a connection may take before the catalog is reported unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+static OPTIONS: &[OptionSpec] = &[
+    OptionSpec::location(
+        "base-url",
+        "Server URL without a database: jdbc:postgresql://host[:port], jdbc:mysql://host[:port], \
+         jdbc:mariadb://host[:port], or jdbc:sqlite:/absolute/directory (each <database>.db file there is a database).",
+    ),
+    OptionSpec::required(
+        "default-database",
+        "The database to connect to and to use when a target names none.",
+    ),
+    OptionSpec::optional(
+        "username",
+        None,
+        "User name; required for PostgreSQL and MySQL/MariaDB.",
+    ),
+    OptionSpec::optional(
+        "password",
+        None,
+        "Password; required for PostgreSQL and MySQL/MariaDB (may be empty).",
+    ),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JdbcUrl {
+    Postgres { host: String, port: u16 },
+    MySql { host: String, port: u16 },
+    Sqlite { directory: PathBuf },
+}
+
+impl JdbcUrl {
+    pub fn parse(url: &str) -> Result<Self, String> {
+        if let Some(path) = url.strip_prefix("jdbc:sqlite:") {
+            let directory = PathBuf::from(path);
+            if !directory.is_absolute() {
+                return Err("a jdbc:sqlite: base URL must name an absolute directory".into());
+            }
+            return Ok(Self::Sqlite { directory });
+        }
+        let (rest, default_port, postgres) =
+            if let Some(rest) = url.strip_prefix("jdbc:postgresql://") {
+                (rest, 5432, true)
+            } else if let Some(rest) = url
+                .strip_prefix("jdbc:mysql://")
+                .or_else(|| url.strip_prefix("jdbc:mariadb://"))
+            {
+                (rest, 3306, false)
+            } else {
+                return Err(
+                    "expected jdbc:postgresql://, jdbc:mysql://, jdbc:mariadb:// or jdbc:sqlite:"
+                        .into(),
+                );
+            };
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.contains(['/', '?', '@', '#']) {
+            return Err("the base URL names only the server (host and port); \
+                        put the database in 'default-database' and credentials in 'username'/'password'"
+                .into());
+        }
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+                let port = port
+                    .parse::<u16>()
+                    .map_err(|_| format!("'{port}' is not a valid port"))?;
+                (host, port)
+            }
+            _ => (authority, default_port),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err("the base URL has no host".into());
+        }
+        let host = host.to_owned();
+        Ok(if postgres {
+            Self::Postgres { host, port }
+        } else {
+            Self::MySql { host, port }
+        })
+    }
+}
+
+pub struct JdbcCatalogFactory {
+    protected: Arc<ProtectedPaths>,
+}
+
+impl JdbcCatalogFactory {
+    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
+        Self { protected }
+    }
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> ValidationError {
+    ValidationError::InvalidValue {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+#[async_trait]
+impl CatalogFactory for JdbcCatalogFactory {
+    fn identifier(&self) -> &'static str {
+        "jdbc"
+    }
+
+    fn description(&self) -> &'static str {
+        "Tables in a PostgreSQL, MySQL/MariaDB or SQLite database, created with real DDL."
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    /// `username` and `password` are required unless the base URL names
+    /// a SQLite directory.
+    fn required_with(&self, options: &CatalogOptions) -> Vec<&'static str> {
+        match options.get("base-url").map(JdbcUrl::parse) {
+            Some(Ok(JdbcUrl::Sqlite { .. })) => Vec::new(),
+            _ => vec!["username", "password"],
+        }
+    }
+
+    fn validate(&self, options: &CatalogOptions) -> Result<(), ValidationError> {
+        JdbcUrl::parse(options.get("base-url").unwrap_or_default())
+            .map_err(|r| invalid("base-url", r))?;
+        let database = options.get("default-database").unwrap_or_default();
+        ObjectName::parse("default-database", database)
+            .map_err(|e| invalid("default-database", e.to_string()))?;
+        check_url_safe(database).map_err(|reason| invalid("default-database", reason))
+    }
+
+    async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {
+        let url = JdbcUrl::parse(options.get("base-url").unwrap_or_default())?;
+        let default_database = options
+            .get("default-database")
+            .unwrap_or_default()
+            .to_owned();
+        let username = options.get("username").unwrap_or_default().to_owned();
+        let password = options.get("password").unwrap_or_default().to_owned();
+        let server: Box<dyn Server> = match url {
+            JdbcUrl::Postgres { host, port } => Box::new(postgres::PostgresServer::new(
+                host, port, username, password,
+            )),
+            JdbcUrl::MySql { host, port } => Box::new(mysql::MySqlServer::new(
+                host,
+                port,
+                username,
+                password,
+                default_database.clone(),
+            )),
+            JdbcUrl::Sqlite { directory } => {
+                canonical_directory(&directory.display().to_string())
+                    .and_then(|dir| {
+                        self.protected
+                            .refuse_database_directory(&dir)
+                            .map_or(Ok(()), Err)
+                    })
+                    .map_err(|reason| FactoryError::Invalid(invalid("base-url", reason)))?;
+                let server = sqlite::SqliteServer::new(directory);
+                if let Some(reason) = self.protected.refuse_file(&server.file(&default_database)) {
+                    return Err(FactoryError::Invalid(invalid("default-database", reason)));
+                }
+                Box::new(server)
+            }
+        };
+        let catalog = JdbcCatalog {
+            server,
+            protected: self.protected.clone(),
+            options: options.clone(),
+            default_database,
+            not_stores: Mutex::new(HashSet::new()),
+        };
+        catalog.check_connection().await?;
+        match catalog.refuse_store(&catalog.default_database).await {
+            Ok(()) => Ok(Arc::new(catalog)),
+            Err(CatalogError::Protected(reason)) => {
+                Err(FactoryError::Invalid(invalid("default-database", reason)))
+            }
+            Err(other) => Err(FactoryError::Unreachable(other.to_string())),
+        }
+    }
+}
+
+/// Why a database name cannot be written into a JDBC URL as it is, if it
+/// cannot: the sink URL an engine receives is `<base-url>/<database>`, and a
+/// name holding `?`, `;` or `&` would add connection parameters to it
+/// (`allowLoadLocalInfile=true`, ...).
+pub fn check_url_safe(database: &str) -> Result<(), String> {
+    match database
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || URL_SPECIAL.contains(c))
+    {
+        Some(c) => Err(format!(
+            "database name '{}' contains {:?}, which a JDBC URL would read as part of its \
+             syntax; ctasd refuses names that cannot be written into a URL as they are",
+            database.escape_debug(),
+            c
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `segment` with every byte outside RFC 3986's unreserved set
+/// percent-encoded.
+fn escape_path_segment(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// Characters with a meaning in a JDBC URL's path or parameters.
+const URL_SPECIAL: &[char] = &['?', '&', '#', ';', '=', '%', '/', '\\', '@', ':', '"', '\''];
+
+pub(crate) fn write_location(
+    options: &CatalogOptions,
+    staging: &Staging,
+    staged: bool,
+) -> super::WriteLocation {
+    let name = if staged {
+        staging_table(staging)
+    } else {
+        staging.table.clone()
+    };
+    let base = options
+        .get("base-url")
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    // Submission refuses database names that a URL would misread; escaping
+    // here as well keeps a job stored before that rule from reaching an
+    // engine as extra connection parameters.
+    let database = escape_path_segment(&staging.database);
+    let url = match JdbcUrl::parse(base) {
+        Ok(JdbcUrl::Sqlite { directory }) => {
+            format!("jdbc:sqlite:{}/{database}.db", directory.display())
+        }
+        _ => format!("{base}/{database}"),
+    };
+    let mut sink_options = std::collections::BTreeMap::from([
+        ("connector".to_owned(), "jdbc".to_owned()),
+        ("url".to_owned(), url.clone()),
+        ("table-name".to_owned(), name.clone()),
+    ]);
+    if let Some(username) = options.get("username") {
+        sink_options.insert("username".into(), username.into());
+    }
+    super::WriteLocation {
+        kind: "table".into(),
+        name,
+        url: Some(url),
+        path: None,
+        sink_options,
+    }
+}
+
+/// A database server reached through one system's driver: the I/O that
+/// [`JdbcCatalog`]'s recipes need, each method one round trip or one
+/// transaction.
+#[async_trait]
+pub(crate) trait Server: Send + Sync {
+    fn dialect(&self) -> &'static dyn Dialect;
+    /// `PostgreSQL at host:port, database 'x'`, for messages.
+    fn describe(&self, database: &str) -> String;
+    /// Opens one connection to `database` and runs a query.
+    async fn check_connection(&self, database: &str) -> Result<(), sqlx::Error>;
+    async fn list_databases(&self, default_database: &str) -> Result<Vec<String>, sqlx::Error>;
+    /// Every table, ctasd's hidden ones too.
+    async fn list_tables(&self, database: &str) -> Result<Vec<String>, sqlx::Error>;
+    /// `(name, type, nullable)` of each column, in order.
+    async fn columns(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Vec<(String, String, bool)>, sqlx::Error>;
+    /// The text that may hold a staging's marker (its comment, or its DDL
+    /// on SQLite); `None` when the table does not exist.
+    async fn table_note(&self, database: &str, table: &str) -> Result<Option<String>, sqlx::Error>;
+    async fn holds_store(&self, database: &str, marker_table: &str) -> Result<bool, sqlx::Error>;
+    /// Whether `relation` names an object of the schema other than one of
+    /// `table`'s indexes (PostgreSQL: a primary key names its index).
+    async fn name_taken_elsewhere(
+        &self,
+        _database: &str,
+        _relation: &str,
+        _table: &str,
+    ) -> Result<bool, sqlx::Error> {
+        Ok(false)
+    }
+    /// Runs statements: in one transaction where DDL is transactional, else
+    /// one after another. The crash suite can stop it between two.
+    async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error>;
+    /// Runs a table's creation and takes it back.
+    async fn dry_run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error>;
+    /// The system's own words for a refusal.
+    fn explain(&self, error: &dyn sqlx::error::DatabaseError) -> String {
+        error.message().to_owned()
+    }
+    /// Whether a refusal is worth retrying (a lock, a deadlock, the server
+    /// busy or restarting) rather than final.
+    fn is_transient(&self, error: &dyn sqlx::error::DatabaseError) -> bool;
+    async fn close(&self);
+}
+
+pub struct JdbcCatalog {
+    server: Box<dyn Server>,
+    protected: Arc<ProtectedPaths>,
+    /// Kept for redacting driver messages.
+    options: CatalogOptions,
+    default_database: String,
+    /// Databases already shown not to hold a ctasd store.
+    not_stores: Mutex<HashSet<String>>,
+}
+
+fn staging_table(staging: &Staging) -> String {
+    format!("{HIDDEN_PREFIX}stg_{}", staging.key.as_str())
+}
+
+/// Where MySQL parks a table its swap replaced (or an attempt's staging a
+/// restart replaced) until it is dropped.
+fn parked_table(staging: &Staging) -> String {
+    format!("{HIDDEN_PREFIX}old_{}", staging.key.as_str())
+}
+
+/// Where MySQL builds a replacement before swapping it in.
+fn fresh_table(staging: &Staging) -> String {
+    format!("{HIDDEN_PREFIX}new_{}", staging.key.as_str())
+}
+
+/// A staging's own primary key name, where the system needs one.
+fn staging_key_name(staging: &Staging) -> String {
+    format!("{HIDDEN_PREFIX}pk_{}", staging.key.as_str())
+}
+
+fn is_already_exists(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.message().contains("already exists"))
+}
+
+impl JdbcCatalog {
+    fn dialect(&self) -> &'static dyn Dialect {
+        self.server.dialect()
+    }
+
+    /// A driver error as a catalog error: a refusal by the system is final
+    /// (`Refused`), unless it is one worth retrying; anything else (no
+    /// connection, a time-out) is `Unavailable` and retried.
+    fn failed(&self, database: &str, error: sqlx::Error) -> CatalogError {
+        match &error {
+            sqlx::Error::Database(db) if !self.server.is_transient(db.as_ref()) => {
+                CatalogError::Refused(self.options.redact(&format!(
+                    "{} refused: {}",
+                    self.dialect().name(),
+                    self.server.explain(db.as_ref())
+                )))
+            }
+            sqlx::Error::Database(db) => CatalogError::Unavailable(self.options.redact(&format!(
+                "{}: {}",
+                self.server.describe(database),
+                self.server.explain(db.as_ref())
+            ))),
+            other => CatalogError::Unavailable(
+                self.options
+                    .redact(&format!("{}: {other}", self.server.describe(database))),
+            ),
+        }
+    }
+
+    fn unsupported(error: DialectError) -> CatalogError {
+        CatalogError::Unsupported(error.to_string())
+    }
+
+    /// Registration reports the driver's own reason (refused, unknown
+    /// database, bad password) rather than a pool time-out.
+    async fn check_connection(&self) -> Result<(), String> {
+        let database = &self.default_database;
+        let attempt = self.server.check_connection(database);
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                let reason = match &e {
+                    sqlx::Error::Database(db) => db.message().to_owned(),
+                    other => other.to_string(),
+                };
+                Err(self.options.redact(&format!(
+                    "connecting to {} failed: {reason}",
+                    self.server.describe(database)
+                )))
+            }
+            Err(_) => Err(format!(
+                "connecting to {} timed out after {} s",
+                self.server.describe(database),
+                CONNECT_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
+    /// The database exists and is not a ctasd store: every operation on a
+    /// database starts here.
+    async fn ensure_database(&self, database: &str) -> Result<(), CatalogError> {
+        if !self.list_databases().await?.iter().any(|d| d == database) {
+            return Err(CatalogError::DatabaseNotFound(database.to_owned()));
+        }
+        self.refuse_store(database).await
+    }
+
+    /// Refuses a database that holds a ctasd store (this process's own or
+    /// another's), recognised by its marker table whatever the host name,
+    /// port, socket or file path it is reached by; and, before it is even
+    /// opened, a SQLite file that is one of ctasd's own under another name
+    /// (two names for one file give SQLite two write-ahead logs).
+    async fn refuse_store(&self, database: &str) -> Result<(), CatalogError> {
+        if self.not_stores.lock().await.contains(database) {
+            return Ok(());
+        }
+        if let Some(reason) = self.own_file(database) {
+            return Err(CatalogError::Protected(reason));
+        }
+        let holds_store = self
+            .server
+            .holds_store(database, STORE_MARKER_TABLE)
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        if holds_store {
+            return Err(CatalogError::Protected(format!(
+                "database '{database}' of {} holds a ctasd store (table '{STORE_MARKER_TABLE}'): \
+                 ctasd never creates, replaces or drops tables in a store",
+                self.server.describe(database)
+            )));
+        }
+        self.not_stores.lock().await.insert(database.to_owned());
+        Ok(())
+    }
+
+    fn own_file(&self, database: &str) -> Option<String> {
+        let file: PathBuf = match self.options.get("base-url").map(JdbcUrl::parse) {
+            Some(Ok(JdbcUrl::Sqlite { directory })) => directory.join(format!("{database}.db")),
+            _ => return None,
+        };
+        self.protected.refuse_file(&file)
+    }
+
+    async fn exists(&self, database: &str, table: &str) -> Result<bool, CatalogError> {
+        self.server
+            .table_note(database, table)
+            .await
+            .map(|note| note.is_some())
+            .map_err(|e| self.failed(database, e))
+    }
+
+    fn name_of(&self, database: &str, table: &str) -> Result<String, CatalogError> {
+        self.dialect()
+            .table_name(database, table)
+            .map_err(Self::unsupported)
+    }
+
+    async fn run(&self, database: &str, statements: &[String]) -> Result<(), CatalogError> {
+        self.server
+            .run(database, statements)
+            .await
+            .map_err(|e| self.failed(database, e))
+    }
+
+    /// The statements that make `name` a fresh staging of this attempt.
+    fn staging_ddl(
+        &self,
+        staging: &Staging,
+        name: &str,
+        attempt: i64,
+    ) -> Result<Vec<String>, CatalogError> {
+        let key_name = staging_key_name(staging);
+        let shape = Shape {
+            key_name: self
+                .dialect()
+                .stages_key_name()
+                .then_some(key_name.as_str()),
+            attempt: Some(attempt),
+        };
+        self.dialect()
+            .create_table(name, &staging.definition, shape)
+            .map_err(Self::unsupported)
+    }
+
+    /// Statements that put a new table in place of the existing `target`,
+    /// built by `create(name)`: inside one transaction where DDL is
+    /// transactional, else built under another name and swapped in with one
+    /// `RENAME TABLE`.
+    fn replace_ddl(
+        &self,
+        staging: &Staging,
+        target: &str,
+        create: impl Fn(&str) -> Result<Vec<String>, CatalogError>,
+    ) -> Result<Vec<String>, CatalogError> {
+        if self.dialect().transactional_ddl() {
+            let mut statements = vec![format!("DROP TABLE {target}")];
+            statements.extend(create(target)?);
+            return Ok(statements);
+        }
+        let database = &staging.database;
+        let fresh = self.name_of(database, &fresh_table(staging))?;
+        let parked = self.name_of(database, &parked_table(staging))?;
+        let mut statements = vec![format!("DROP TABLE IF EXISTS {fresh}")];
+        statements.extend(create(&fresh)?);
+        statements.push(format!(
+            "RENAME TABLE {target} TO {parked}, {fresh} TO {target}"
+        ));
+        statements.push(format!("DROP TABLE {parked}"));
+        Ok(statements)
+    }
+
+    /// Publishes a batch of stagings of one database, all or nothing where
+    /// the system allows.
+    async fn publish(
+        &self,
+        database: &str,
+        batch: &[(Staging, Publish)],
+    ) -> Result<Vec<CommitOutcome>, CatalogError> {
+        self.ensure_database(database).await?;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut names = Vec::new();
+        for (staging, publish) in batch {
+            let staged_exists = self.exists(database, &staging_table(staging)).await?;
+            let target_exists = self.exists(database, &staging.table).await?;
+            match (staged_exists, target_exists, publish) {
+                (false, true, _) => {
+                    // Published already, perhaps by a run that crashed
+                    // before it could record so.
+                    self.finish_published(staging).await?;
+                    outcomes.push(CommitOutcome::AlreadyCommitted);
+                    continue;
+                }
+                (false, false, _) => return Err(staging_missing(staging)),
+                (true, true, Publish::Create) => return Err(table_exists_error(staging)),
+                (true, false, Publish::Replace) => return Err(table_not_found(staging)),
+                (true, _, _) => {}
+            }
+            names.push((
+                staging,
+                self.name_of(database, &staging_table(staging))?,
+                self.name_of(database, &staging.table)?,
+                self.name_of(database, &parked_table(staging))?,
+                staging_key_name(staging),
+                *publish == Publish::Replace,
+            ));
+            outcomes.push(CommitOutcome::Committed);
+        }
+        let items: Vec<Publication> = names
+            .iter()
+            .map(
+                |(staging, staged, target, parked, key, replace)| Publication {
+                    staging: staged,
+                    target,
+                    replace: *replace,
+                    parked,
+                    staging_key_name: self.dialect().stages_key_name().then_some(key.as_str()),
+                    definition: &staging.definition,
+                },
+            )
+            .collect();
+        if !items.is_empty() {
+            let statements = self.dialect().publish(&items).map_err(Self::unsupported)?;
+            match self.server.run(database, &statements).await {
+                Ok(()) => {}
+                Err(e) if is_already_exists(&e) => {
+                    return Err(table_exists_error(names[0].0));
+                }
+                Err(e) => return Err(self.failed(database, e)),
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// What a publication cut short by a crash may have left: a parked
+    /// table (MySQL drops it after the rename) and the declared comment.
+    async fn finish_published(&self, staging: &Staging) -> Result<(), CatalogError> {
+        if self.dialect().transactional_ddl() {
+            return Ok(());
+        }
+        let database = &staging.database;
+        let mut statements = vec![format!(
+            "DROP TABLE IF EXISTS {}",
+            self.name_of(database, &parked_table(staging))?
+        )];
+        statements.extend(self.dialect().set_comment(
+            &self.name_of(database, &staging.table)?,
+            staging.definition.comment.as_deref(),
+        ));
+        self.run(database, &statements).await
+    }
+}
+
+#[async_trait]
+impl Catalog for JdbcCatalog {
+    fn default_database(&self) -> &str {
+        &self.default_database
+    }
+
+    async fn list_databases(&self) -> Result<Vec<String>, CatalogError> {
+        self.server
+            .list_databases(&self.default_database)
+            .await
+            .map_err(|e| self.failed(&self.default_database, e))
+    }
+
+    async fn list_tables(&self, database: &str) -> Result<Vec<String>, CatalogError> {
+        self.ensure_database(database).await?;
+        let tables = self
+            .server
+            .list_tables(database)
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        Ok(tables
+            .into_iter()
+            .filter(|t| !t.starts_with(HIDDEN_PREFIX))
+            .collect())
+    }
+
+    async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError> {
+        if !self.list_tables(database).await?.iter().any(|t| t == table) {
+            return Err(CatalogError::TableNotFound {
+                database: database.into(),
+                table: table.into(),
+            });
+        }
+        let columns = self
+            .server
+            .columns(database, table)
+            .await
+            .map_err(|e| self.failed(database, e))?
+            .into_iter()
+            .map(|(name, data_type, nullable)| ColumnInfo {
+                name,
+                data_type,
+                nullable,
+            })
+            .collect();
+        Ok(TableInfo {
+            database: database.into(),
+            name: table.into(),
+            columns,
+        })
+    }
+
+    async fn table_exists(&self, database: &str, table: &str) -> Result<bool, CatalogError> {
+        self.ensure_database(database).await?;
+        self.exists(database, table).await
+    }
+
+    async fn create_table(
+        &self,
+        staging: &Staging,
+        replace: bool,
+    ) -> Result<CreateOutcome, CatalogError> {
+        let database = &staging.database;
+        self.ensure_database(database).await?;
+        let exists = self.exists(database, &staging.table).await?;
+        if exists && !replace {
+            return Ok(CreateOutcome::AlreadyExisted);
+        }
+        let target = self.name_of(database, &staging.table)?;
+        let create = |name: &str| {
+            self.dialect()
+                .create_table(name, &staging.definition, Shape::published())
+                .map_err(Self::unsupported)
+        };
+        if exists {
+            let statements = self.replace_ddl(staging, &target, create)?;
+            self.run(database, &statements).await?;
+            return Ok(CreateOutcome::Replaced);
+        }
+        match self.server.run(database, &create(&target)?).await {
+            Ok(()) => Ok(CreateOutcome::Created),
+            Err(e) if is_already_exists(&e) => Ok(CreateOutcome::AlreadyExisted),
+            Err(e) => Err(self.failed(database, e)),
+        }
+    }
+
+    async fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, CatalogError> {
+        let database = &staging.database;
+        self.ensure_database(database).await?;
+        let name = self.name_of(database, &staging_table(staging))?;
+        let note = self
+            .server
+            .table_note(database, &staging_table(staging))
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        let Some(note) = note else {
+            let statements = self.staging_ddl(staging, &name, attempt)?;
+            return match self.server.run(database, &statements).await {
+                Ok(()) => Ok(BeginOutcome::Staged),
+                // Another runner made it meanwhile; the retry reads its marker.
+                Err(e) if is_already_exists(&e) => Err(CatalogError::Unavailable(
+                    "the staging was created meanwhile by another runner; trying again".into(),
+                )),
+                Err(e) => Err(self.failed(database, e)),
+            };
+        };
+        match dialect::parse_attempt_marker(&note) {
+            Some(marked) if marked >= attempt => Ok(BeginOutcome::AlreadyStaged),
+            Some(_) => {
+                let statements =
+                    self.replace_ddl(staging, &name, |n| self.staging_ddl(staging, n, attempt))?;
+                self.run(database, &statements).await?;
+                Ok(BeginOutcome::Restaged)
+            }
+            None => {
+                let marker = dialect::attempt_marker(attempt);
+                if let Some(statement) = self.dialect().set_comment(&name, Some(&marker)) {
+                    self.run(database, &[statement]).await?;
+                }
+                Ok(BeginOutcome::Adopted)
+            }
+        }
+    }
+
+    async fn commit(
+        &self,
+        batch: &[(Staging, Publish)],
+    ) -> Vec<Result<CommitOutcome, CatalogError>> {
+        let Some((first, _)) = batch.first() else {
+            return Vec::new();
+        };
+        match self.publish(&first.database, batch).await {
+            Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+            Err(error) => batch.iter().map(|_| Err(error.clone())).collect(),
+        }
+    }
+
+    async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {
+        let database = &staging.database;
+        self.ensure_database(database).await?;
+        let mut leftovers = vec![staging_table(staging)];
+        if !self.dialect().transactional_ddl() {
+            leftovers.extend([fresh_table(staging), parked_table(staging)]);
+        }
+        let statements = leftovers
+            .iter()
+            .map(|t| {
+                Ok(format!(
+                    "DROP TABLE IF EXISTS {}",
+                    self.name_of(database, t)?
+                ))
+            })
+            .collect::<Result<Vec<_>, CatalogError>>()?;
+        self.run(database, &statements).await
+    }
+
+    async fn check_target(
+        &self,
+        database: &str,
+        table: &str,
+        definition: &TableDefinition,
+        existing: bool,
+    ) -> Result<(), CatalogError> {
+        if table.starts_with(HIDDEN_PREFIX) {
+            return Err(CatalogError::Unsupported(format!(
+                "table names starting with '{HIDDEN_PREFIX}' are reserved for ctasd's staging"
+            )));
+        }
+        check_url_safe(database).map_err(CatalogError::Unsupported)?;
+        let dialect = self.dialect();
+        dialect
+            .check_identifier(NameKind::Database, database)
+            .map_err(Self::unsupported)?;
+        dialect
+            .check_table(table, definition)
+            .map_err(Self::unsupported)?;
+        self.ensure_database(database).await?;
+        if let Some(pk) = &definition.primary_key {
+            let owner = if existing { table } else { "" };
+            let taken = self
+                .server
+                .name_taken_elsewhere(database, &pk.name, owner)
+                .await
+                .map_err(|e| self.failed(database, e))?;
+            if taken {
+                return Err(CatalogError::Unsupported(format!(
+                    "primary key name '{}' is taken: {} names a primary key's index with it, and \
+                     another table or index of the schema has that name",
+                    pk.name,
+                    dialect.name()
+                )));
+            }
+        }
+        // Whatever the system refuses that this code does not know (row
+        // size, a privilege, a limit) is refused now, in its own words.
+        let probe = format!("{HIDDEN_PREFIX}probe_{}", uuid::Uuid::new_v4().simple());
+        let probe_key = format!("{HIDDEN_PREFIX}probekey_{}", uuid::Uuid::new_v4().simple());
+        let shape = Shape {
+            key_name: dialect.stages_key_name().then_some(probe_key.as_str()),
+            attempt: Some(0),
+        };
+        let statements = dialect
+            .create_table(&self.name_of(database, &probe)?, definition, shape)
+            .map_err(Self::unsupported)?;
+        match self.server.dry_run(database, &statements).await {
+            Ok(()) => Ok(()),
+            Err(e) => match self.failed(database, e) {
+                CatalogError::Refused(reason) => Err(CatalogError::Unsupported(reason)),
+                other => Err(other),
+            },
+        }
+    }
+
+    async fn close(&self) {
+        self.server.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_name_a_server_or_a_directory() {
+        assert_eq!(
+            JdbcUrl::parse("jdbc:postgresql://127.0.0.1:5433").unwrap(),
+            JdbcUrl::Postgres {
+                host: "127.0.0.1".into(),
+                port: 5433
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:postgresql://db.example/").unwrap(),
+            JdbcUrl::Postgres {
+                host: "db.example".into(),
+                port: 5432
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:mariadb://h").unwrap(),
+            JdbcUrl::MySql {
+                host: "h".into(),
+                port: 3306
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:mysql://[::1]:3307").unwrap(),
+            JdbcUrl::MySql {
+                host: "::1".into(),
+                port: 3307
+            }
+        );
+        assert_eq!(
+            JdbcUrl::parse("jdbc:sqlite:/var/db").unwrap(),
+            JdbcUrl::Sqlite {
+                directory: "/var/db".into()
+            }
+        );
+    }
+
+    #[test]
+    fn every_hidden_name_fits_every_dialects_identifier_limit() {
+        let key = super::super::StagingKey::new(&"f".repeat(32), 63).unwrap();
+        let definition =
+            serde_json::from_value(serde_json::json!({"columns": [{"name": "x", "type": "INT"}]}))
+                .unwrap();
+        let staging = Staging {
+            key,
+            database: "d".into(),
+            table: "t".into(),
+            definition,
+        };
+        let dialects: [&dyn Dialect; 3] = [&postgres::Postgres, &mysql::MySql, &sqlite::Sqlite];
+        for dialect in dialects {
+            for name in [
+                staging_table(&staging),
+                parked_table(&staging),
+                fresh_table(&staging),
+                staging_key_name(&staging),
+                format!("{HIDDEN_PREFIX}probekey_{}", "f".repeat(32)),
+            ] {
+                assert!(dialect.quote(&name).is_ok(), "{name} on {}", dialect.name());
+            }
+        }
+    }
+
+    #[test]
+    fn database_names_cannot_add_parameters_to_a_jdbc_url() {
+        let injected = "x?allowLoadLocalInfile=true&autoDeserialize=true";
+        assert!(check_url_safe(injected).unwrap_err().contains("'?'"));
+        assert!(check_url_safe("x;a=b").is_err());
+        assert!(check_url_safe("analytics_2026-q1.eu").is_ok());
+        assert_eq!(
+            escape_path_segment(injected),
+            "x%3FallowLoadLocalInfile%3Dtrue%26autoDeserialize%3Dtrue"
+        );
+    }
+
+    #[test]
+    fn base_urls_with_a_database_credentials_or_a_bad_port_are_refused() {
+        for bad in [
+            "jdbc:postgresql://h:5432/db",
+            "jdbc:mysql://user:pw@h",
+            "jdbc:postgresql://h:99999",
+            "jdbc:postgresql://",
+            "jdbc:oracle:thin:@h",
+            "postgres://h",
+            "jdbc:sqlite:relative/dir",
+        ] {
+            assert!(JdbcUrl::parse(bad).is_err(), "{bad} should be refused");
+        }
+    }
+}

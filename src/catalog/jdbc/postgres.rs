@@ -1,0 +1,342 @@
+//! PostgreSQL: its column types and limits, and a server reached with one
+//! connection pool per database. DDL is transactional, so a publication is
+//! one transaction: readers see the old table until it commits.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection};
+use tokio::sync::Mutex;
+
+use super::dialect::{Dialect, DialectError, NameKind, Publication};
+use super::{CONNECT_TIMEOUT, Server};
+use crate::domain::table::TableDefinition;
+use crate::domain::types::{DataType, TypeKind};
+use crate::fault::{self, Point};
+
+/// The longest `VARCHAR(n)` and `CHAR(n)`.
+const MAX_CHAR: u32 = 10_485_760;
+/// System columns, whose names a table cannot use.
+const SYSTEM_COLUMNS: &[&str] = &["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
+
+pub struct Postgres;
+
+impl Dialect for Postgres {
+    fn name(&self) -> &'static str {
+        "PostgreSQL"
+    }
+
+    fn max_identifier_len(&self) -> usize {
+        63
+    }
+
+    fn quote_char(&self) -> char {
+        '"'
+    }
+
+    /// `MaxHeapAttributeNumber`.
+    fn max_columns(&self) -> usize {
+        1600
+    }
+
+    /// `INDEX_MAX_KEYS`.
+    fn max_key_columns(&self) -> usize {
+        32
+    }
+
+    fn transactional_ddl(&self) -> bool {
+        true
+    }
+
+    fn stages_key_name(&self) -> bool {
+        true
+    }
+
+    fn check_name(&self, kind: NameKind, name: &str) -> Result<(), String> {
+        if kind == NameKind::Column && SYSTEM_COLUMNS.contains(&name) {
+            return Err(format!(
+                "column name '{name}' is one of PostgreSQL's system columns"
+            ));
+        }
+        Ok(())
+    }
+
+    fn column_type(&self, data_type: &DataType) -> Result<String, String> {
+        let cannot = |what: &str| Err(format!("PostgreSQL cannot hold {what}"));
+        Ok(match &data_type.kind {
+            TypeKind::Boolean => "BOOLEAN".into(),
+            TypeKind::TinyInt | TypeKind::SmallInt => "SMALLINT".into(),
+            TypeKind::Int => "INTEGER".into(),
+            TypeKind::BigInt => "BIGINT".into(),
+            TypeKind::Float => "REAL".into(),
+            TypeKind::Double => "DOUBLE PRECISION".into(),
+            TypeKind::Decimal { precision, scale } => format!("NUMERIC({precision}, {scale})"),
+            TypeKind::Char(n) if *n <= MAX_CHAR => format!("CHAR({n})"),
+            TypeKind::Char(_) => return cannot("CHAR longer than 10485760"),
+            TypeKind::VarChar(n) if *n <= MAX_CHAR => format!("VARCHAR({n})"),
+            TypeKind::VarChar(_) => "TEXT".into(),
+            TypeKind::Binary(_) | TypeKind::VarBinary(_) => "BYTEA".into(),
+            TypeKind::Date => "DATE".into(),
+            TypeKind::Time(p) | TypeKind::Timestamp(p) | TypeKind::TimestampLtz(p) if *p > 6 => {
+                return Err(format!(
+                    "PostgreSQL keeps at most 6 fractional digits of seconds, not {p}"
+                ));
+            }
+            TypeKind::Time(p) => format!("TIME({p})"),
+            TypeKind::Timestamp(p) => format!("TIMESTAMP({p})"),
+            TypeKind::TimestampLtz(p) => format!("TIMESTAMPTZ({p})"),
+            TypeKind::Array(element) => match element.kind {
+                TypeKind::Array(_) | TypeKind::Map(..) | TypeKind::Row(_) => {
+                    return cannot("arrays of arrays, maps or rows");
+                }
+                _ => format!("{}[]", self.column_type(element)?),
+            },
+            TypeKind::Map(..) => return cannot("MAP"),
+            TypeKind::Row(_) => return cannot("ROW"),
+        })
+    }
+
+    fn after_create(
+        &self,
+        name: &str,
+        table: &TableDefinition,
+        comment: Option<&str>,
+    ) -> Result<Vec<String>, DialectError> {
+        let mut statements: Vec<String> = self.set_comment(name, comment).into_iter().collect();
+        for column in table.columns.iter().filter(|c| c.is_physical()) {
+            if let Some(text) = &column.comment {
+                statements.push(format!(
+                    "COMMENT ON COLUMN {name}.{} IS {}",
+                    self.quote(&column.name)?,
+                    self.literal(text)
+                ));
+            }
+        }
+        Ok(statements)
+    }
+
+    fn set_comment(&self, name: &str, comment: Option<&str>) -> Option<String> {
+        let value = comment.map_or("NULL".to_owned(), |c| self.literal(c));
+        Some(format!("COMMENT ON TABLE {name} IS {value}"))
+    }
+
+    fn publish(&self, items: &[Publication]) -> Result<Vec<String>, DialectError> {
+        let mut statements = Vec::new();
+        for item in items {
+            if item.replace {
+                statements.push(format!("DROP TABLE {}", item.target));
+            }
+            statements.push(format!(
+                "ALTER TABLE {} RENAME TO {}",
+                item.staging, item.target
+            ));
+            if let (Some(staged), Some(pk)) = (item.staging_key_name, &item.definition.primary_key)
+            {
+                statements.push(format!(
+                    "ALTER TABLE {} RENAME CONSTRAINT {} TO {}",
+                    item.target,
+                    self.quote(staged)?,
+                    self.quote(&pk.name)?
+                ));
+            }
+            statements.extend(self.set_comment(item.target, item.definition.comment.as_deref()));
+        }
+        Ok(statements)
+    }
+}
+
+/// A PostgreSQL server, one pool per database, opened on first use.
+pub struct PostgresServer {
+    pub host: String,
+    pub port: u16,
+    pub username: String,
+    pub password: String,
+    pools: Mutex<HashMap<String, PgPool>>,
+}
+
+impl PostgresServer {
+    pub fn new(host: String, port: u16, username: String, password: String) -> Self {
+        Self {
+            host,
+            port,
+            username,
+            password,
+            pools: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn connect_options(&self, database: &str) -> PgConnectOptions {
+        PgConnectOptions::new()
+            .host(&self.host)
+            .port(self.port)
+            .username(&self.username)
+            .password(&self.password)
+            .database(database)
+            .application_name("ctasd")
+    }
+
+    async fn pool(&self, database: &str) -> PgPool {
+        let mut pools = self.pools.lock().await;
+        pools
+            .entry(database.to_owned())
+            .or_insert_with(|| {
+                PgPoolOptions::new()
+                    .max_connections(4)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .idle_timeout(Duration::from_secs(300))
+                    .connect_lazy_with(self.connect_options(database))
+            })
+            .clone()
+    }
+}
+
+#[async_trait]
+impl Server for PostgresServer {
+    fn dialect(&self) -> &'static dyn Dialect {
+        &Postgres
+    }
+
+    fn describe(&self, database: &str) -> String {
+        format!(
+            "PostgreSQL at {}:{}, database '{database}'",
+            self.host, self.port
+        )
+    }
+
+    async fn check_connection(&self, database: &str) -> Result<(), sqlx::Error> {
+        let mut conn = self.connect_options(database).connect().await?;
+        sqlx::query("SELECT 1").execute(&mut conn).await?;
+        conn.close().await
+    }
+
+    async fn list_databases(&self, default_database: &str) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT datname::text FROM pg_database WHERE NOT datistemplate AND datallowconn ORDER BY 1",
+        )
+        .fetch_all(&self.pool(default_database).await)
+        .await
+    }
+
+    async fn list_tables(&self, database: &str) -> Result<Vec<String>, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY 1",
+        )
+        .fetch_all(&self.pool(database).await)
+        .await
+    }
+
+    async fn columns(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Vec<(String, String, bool)>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull \
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relname = $1 \
+               AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        )
+        .bind(table)
+        .fetch_all(&self.pool(database).await)
+        .await
+    }
+
+    async fn table_note(&self, database: &str, table: &str) -> Result<Option<String>, sqlx::Error> {
+        let row: Option<(Option<String>,)> = sqlx::query_as(
+            "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c \
+             WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace \
+               AND c.relkind IN ('r', 'p')",
+        )
+        .bind(table)
+        .fetch_optional(&self.pool(database).await)
+        .await?;
+        Ok(row.map(|(note,)| note.unwrap_or_default()))
+    }
+
+    async fn holds_store(&self, database: &str, marker_table: &str) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $1 AND relkind IN ('r', 'p'))",
+        )
+        .bind(marker_table)
+        .fetch_one(&self.pool(database).await)
+        .await
+    }
+
+    async fn name_taken_elsewhere(
+        &self,
+        database: &str,
+        relation: &str,
+        table: &str,
+    ) -> Result<bool, sqlx::Error> {
+        // A primary key's index shares the schema's namespace with tables.
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_class r WHERE r.relname = $1 \
+               AND r.relnamespace = current_schema()::regnamespace \
+               AND NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid \
+                               WHERE i.indexrelid = r.oid AND t.relname = $2))",
+        )
+        .bind(relation)
+        .bind(table)
+        .fetch_one(&self.pool(database).await)
+        .await
+    }
+
+    async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
+        let pool = self.pool(database).await;
+        let mut tx = pool.begin().await?;
+        for (done, sql) in statements.iter().enumerate() {
+            if done > 0 {
+                fault::reached(Point::CommitMidway);
+            }
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await
+    }
+
+    async fn dry_run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
+        let pool = self.pool(database).await;
+        let mut tx = pool.begin().await?;
+        for sql in statements {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.rollback().await
+    }
+
+    fn explain(&self, error: &dyn sqlx::error::DatabaseError) -> String {
+        let mut text = error.message().to_owned();
+        if let Some(pg) = error.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+            for extra in [pg.detail(), pg.hint()].into_iter().flatten() {
+                text.push_str("; ");
+                text.push_str(extra);
+            }
+        }
+        text
+    }
+
+    fn is_transient(&self, error: &dyn sqlx::error::DatabaseError) -> bool {
+        // Connection (08), transaction rollback (40: serialization,
+        // deadlock), resources (53), lock not available, cancelled by a
+        // time-out or an administrator, cannot connect now.
+        let code = error.code().unwrap_or_default();
+        let code = code.as_ref();
+        code.starts_with("08")
+            || code.starts_with("40")
+            || code.starts_with("53")
+            || matches!(code, "55P03" | "57014" | "57P01" | "57P02" | "57P03")
+    }
+
+    async fn close(&self) {
+        let pools: Vec<PgPool> = self.pools.lock().await.drain().map(|(_, p)| p).collect();
+        for pool in pools {
+            pool.close().await;
+        }
+    }
+}
