@@ -3,8 +3,9 @@
 //! The server keeps only SHA-256 digests of tokens; a presented token is
 //! hashed and compared with every digest in constant time. Each route needs a
 //! permission, each role grants some: `reader` reads, `engine` reports job
-//! statuses and reads jobs, `operator` manages catalogs and jobs, `admin`
-//! does everything. `/healthz` and `/readyz` need nothing. A refused attempt
+//! statuses, attaches its job ids and reads jobs, `operator` manages
+//! catalogs and jobs (and settles their stuck actions), `admin` does
+//! everything. `/healthz` and `/readyz` need nothing. A refused attempt
 //! is logged with the token's name when it is known, never with the token.
 
 use std::fmt;
@@ -51,10 +52,19 @@ impl Role {
         match self {
             Role::Admin => true,
             Role::Reader => matches!(permission, Authenticated | ReadCatalogs | ReadJobs),
-            Role::Engine => matches!(permission, Authenticated | ReadJobs | ReportStatus),
+            Role::Engine => matches!(
+                permission,
+                Authenticated | ReadJobs | ReportStatus | UpdateJobs
+            ),
             Role::Operator => matches!(
                 permission,
-                Authenticated | ReadCatalogs | ReadJobs | ManageCatalogs | SubmitJobs
+                Authenticated
+                    | ReadCatalogs
+                    | ReadJobs
+                    | ManageCatalogs
+                    | SubmitJobs
+                    | UpdateJobs
+                    | OperateJobs
             ),
         }
     }
@@ -77,6 +87,10 @@ pub enum Permission {
     ManageCatalogs,
     SubmitJobs,
     ReportStatus,
+    /// Attach an engine's id to a job.
+    UpdateJobs,
+    /// Retry or give up a job's action.
+    OperateJobs,
 }
 
 /// The permission a request needs, from its method and path.
@@ -86,6 +100,8 @@ pub fn required(method: &Method, path: &str) -> Permission {
     match segments.as_slice() {
         ["healthz"] | ["readyz"] => Permission::Open,
         ["v1", "jobs", _, "status"] if *method == Method::PUT => Permission::ReportStatus,
+        ["v1", "jobs", _] if *method == Method::PATCH => Permission::UpdateJobs,
+        ["v1", "jobs", _, "actions", _, _] if *method == Method::POST => Permission::OperateJobs,
         ["v1", "jobs", ..] if read => Permission::ReadJobs,
         ["v1", "jobs"] => Permission::SubmitJobs,
         ["v1", "catalogs", ..] | ["v1", "catalog-types"] if read => Permission::ReadCatalogs,
@@ -334,6 +350,8 @@ mod tests {
             (Method::GET, "/v1/jobs/abc/events", ReadJobs),
             (Method::POST, "/v1/jobs", SubmitJobs),
             (Method::PUT, "/v1/jobs/abc/status", ReportStatus),
+            (Method::PATCH, "/v1/jobs/abc", UpdateJobs),
+            (Method::POST, "/v1/jobs/abc/actions/7/retry", OperateJobs),
             (Method::GET, "/v2/anything", Authenticated),
         ];
         for (method, path, permission) in cases {

@@ -205,6 +205,8 @@ pub struct Table {
     pub database: String,
     pub name: String,
     pub columns: Vec<Column>,
+    /// Flink connector options that read the table (no secrets).
+    pub options: BTreeMap<String, String>,
 }
 
 fn path_catalog_name(name: &str) -> Result<CatalogName, ApiError> {
@@ -580,5 +582,6 @@ async fn get_table(
                 nullable: c.nullable,
             })
             .collect(),
+        options: info.options,
     }))
 }

@@ -14,6 +14,7 @@ use crate::catalog::{CatalogError, ValidationError};
 use crate::domain::NameError;
 use crate::domain::OptionsError;
 use crate::domain::catalog::AlterError;
+use crate::domain::hook::DecisionError;
 use crate::store::StoreError;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -223,6 +224,24 @@ impl From<StoreError> for ApiError {
                 detail,
             ),
             StoreError::CatalogNotFound(name) => Self::catalog_not_found(&name),
+            StoreError::Decision(DecisionError::NotFound { .. }) => Self::new(
+                StatusCode::NOT_FOUND,
+                "ACTION_NOT_FOUND",
+                "Action not found",
+                detail,
+            ),
+            StoreError::Decision(_) => Self::new(
+                StatusCode::CONFLICT,
+                "ACTION_NOT_SETTLEABLE",
+                "Action cannot be settled so",
+                detail,
+            ),
+            StoreError::EngineJobIdTaken(_) => Self::new(
+                StatusCode::CONFLICT,
+                "ENGINE_JOB_ID_TAKEN",
+                "Engine job id taken",
+                detail,
+            ),
             StoreError::CatalogInUse { .. } => Self::new(
                 StatusCode::CONFLICT,
                 "CATALOG_IN_USE",

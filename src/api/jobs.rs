@@ -22,8 +22,10 @@ use super::error::{ApiError, Problem};
 use super::extract::ApiQuery;
 use super::extract::{ApiJson, ApiPath};
 use super::{AppState, page};
-use crate::catalog::{CatalogError, WriteLocation, write_location};
-use crate::domain::hook::{ActionRecord, HookKind, JobFilter, JobRecord, NewHook, NewJob};
+use crate::catalog::{CatalogError, FactoryRegistry, WriteLocation};
+use crate::domain::hook::{
+    ActionRecord, Decision, HookKind, JobFilter, JobRecord, NewHook, NewJob, Settlement,
+};
 use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogName, ObjectName};
@@ -35,9 +37,10 @@ const MAX_HOOKS: usize = 64;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(submit_job, list_jobs))
-        .routes(routes!(get_job))
+        .routes(routes!(get_job, update_job))
         .routes(routes!(report_status))
         .routes(routes!(job_events))
+        .routes(routes!(settle_action))
 }
 
 /// A target table: `catalog.database.table`; the catalog's default
@@ -90,6 +93,11 @@ pub struct SubmitJob {
     pub mode: JobMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statement: Option<String>,
+    /// The engine's own id for the job (Flink's `JobID`), if known now; it
+    /// can be attached later with `PATCH /v1/jobs/{job}`. Tip: give a Flink
+    /// job ctasd's id with `$internal.pipeline.job-id` and the two agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_job_id: Option<String>,
     pub hooks: Vec<SubmitHook>,
 }
 
@@ -125,13 +133,30 @@ pub struct Action {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A failed action that counts against the job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActionFailure {
+    pub action_id: i64,
+    pub hook: u32,
+    pub action: HookAction,
+    /// Why, in the words of the system that refused (or `given up`).
+    pub error: String,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Job {
     pub id: String,
     pub name: String,
     pub mode: JobMode,
     pub status: JobStatus,
+    /// Where everything ctasd had to do for the job stands: a failed commit
+    /// shows here, not only in its action.
+    pub settlement: Settlement,
+    /// The actions behind a `failed` settlement.
+    pub failures: Vec<ActionFailure>,
     pub statement: Option<String>,
+    /// The engine's own id for the job.
+    pub engine_job_id: Option<String>,
     pub failure: Option<String>,
     pub hooks: Vec<Hook>,
     /// Every action, oldest first.
@@ -202,7 +227,7 @@ fn action_view(action: &ActionRecord) -> Action {
     }
 }
 
-fn job_view(job: &JobRecord) -> Job {
+fn job_view(registry: &FactoryRegistry, job: &JobRecord) -> Job {
     let hooks = job
         .hooks
         .iter()
@@ -212,7 +237,9 @@ fn job_view(job: &JobRecord) -> Job {
             let location = staging_of(job, index as u32, hook)
                 .ok()
                 .filter(|_| !hook.skipped)
-                .map(|staging| write_location(&hook.catalog.options, &staging, staged));
+                .and_then(|staging| {
+                    registry.write_location(&hook.catalog.options, &staging, staged)
+                });
             Hook {
                 index: index as u32,
                 kind: hook.kind,
@@ -235,7 +262,22 @@ fn job_view(job: &JobRecord) -> Job {
         name: job.name.clone(),
         mode: job.mode,
         status: job.status,
+        settlement: job.settlement(),
+        failures: job
+            .failures()
+            .map(|a| ActionFailure {
+                action_id: a.id,
+                hook: a.hook_index,
+                action: a.action,
+                error: a
+                    .last_error
+                    .clone()
+                    .or_else(|| a.outcome.clone())
+                    .unwrap_or_default(),
+            })
+            .collect(),
         statement: job.statement.clone(),
+        engine_job_id: job.engine_job_id.clone(),
         failure: job.failure.clone(),
         hooks,
         actions: job.actions.iter().map(action_view).collect(),
@@ -263,9 +305,13 @@ fn fingerprint(request: &SubmitJob) -> String {
 }
 
 /// An existing job with the same id: the same one again (200), or a clash (409).
-fn resubmitted(existing: &JobRecord, fingerprint: &str) -> Result<Response, ApiError> {
+fn resubmitted(
+    registry: &FactoryRegistry,
+    existing: &JobRecord,
+    fingerprint: &str,
+) -> Result<Response, ApiError> {
     if existing.fingerprint == fingerprint {
-        Ok(axum::Json(job_view(existing)).into_response())
+        Ok(axum::Json(job_view(registry, existing)).into_response())
     } else {
         Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -313,6 +359,10 @@ async fn submit_job(
             "name must be 1 to 256 characters".into(),
         ));
     }
+    if let Some(engine_job_id) = &request.engine_job_id {
+        check_engine_job_id(engine_job_id)
+            .map_err(|m| invalid("engine_job_id".into(), "JOB_INVALID", m))?;
+    }
     if request.hooks.is_empty() || request.hooks.len() > MAX_HOOKS {
         return Err(invalid(
             "hooks".into(),
@@ -325,7 +375,7 @@ async fn submit_job(
         ..request.clone()
     });
     if let Some(existing) = state.store.get_job(&id).await? {
-        return resubmitted(&existing, &fingerprint);
+        return resubmitted(state.catalogs.registry(), &existing, &fingerprint);
     }
     let mut hooks = Vec::with_capacity(request.hooks.len());
     let mut targets = BTreeSet::new();
@@ -349,6 +399,7 @@ async fn submit_job(
         name: request.name,
         mode: request.mode,
         statement: request.statement,
+        engine_job_id: request.engine_job_id,
         fingerprint,
         hooks,
     };
@@ -360,7 +411,7 @@ async fn submit_job(
                 .get_job(&job.id)
                 .await?
                 .ok_or_else(|| ApiError::internal("job vanished"))?;
-            return resubmitted(&existing, &job.fingerprint);
+            return resubmitted(state.catalogs.registry(), &existing, &job.fingerprint);
         }
         Err(StoreError::CatalogNotFound(name)) => {
             let index = job
@@ -382,7 +433,20 @@ async fn submit_job(
         header::LOCATION,
         HeaderValue::from_str(&location).expect("job ids are hex"),
     );
-    Ok((StatusCode::CREATED, headers, axum::Json(job_view(&record))).into_response())
+    Ok((
+        StatusCode::CREATED,
+        headers,
+        axum::Json(job_view(state.catalogs.registry(), &record)),
+    )
+        .into_response())
+}
+
+/// An engine's job id: 1 to 128 printable characters (Flink's are 32 hex).
+fn check_engine_job_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control) {
+        return Err("engine_job_id must be 1 to 128 characters without control characters".into());
+    }
+    Ok(())
 }
 
 /// Checks one hook against its live catalog and takes the catalog snapshot.
@@ -537,7 +601,10 @@ async fn get_job(
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
 ) -> Result<axum::Json<Job>, ApiError> {
-    Ok(axum::Json(job_view(&load_job(&state, &job).await?)))
+    Ok(axum::Json(job_view(
+        state.catalogs.registry(),
+        &load_job(&state, &job).await?,
+    )))
 }
 
 /// Report a status change: moves the job, then runs the actions the status
@@ -574,7 +641,7 @@ async fn report_status(
     let actions_taken = record.actions_of_last_move().map(action_view).collect();
     Ok(axum::Json(StatusOutcome {
         actions_taken,
-        job: job_view(&record),
+        job: job_view(state.catalogs.registry(), &record),
     }))
 }
 
@@ -586,6 +653,8 @@ pub struct ListJobsParams {
     pub status: Option<JobStatus>,
     /// Only jobs with a hook on this catalog.
     pub catalog: Option<String>,
+    /// Only the job the engine knows by this id.
+    pub engine_job_id: Option<String>,
     /// Jobs per page, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub page_size: Option<u32>,
@@ -626,6 +695,7 @@ async fn list_jobs(
     let filter = JobFilter {
         status: params.status,
         catalog: params.catalog,
+        engine_job_id: params.engine_job_id,
     };
     let mut page = page::BoundedPage::new("j", size, after);
     while let Some((after, limit)) = page.wants() {
@@ -633,7 +703,11 @@ async fn list_jobs(
             .store
             .list_jobs(&filter, after.as_ref(), limit)
             .await?;
-        page.take(jobs, |job| job.id.clone(), job_view)?;
+        page.take(
+            jobs,
+            |job| job.id.clone(),
+            |job| job_view(state.catalogs.registry(), job),
+        )?;
     }
     page.into_response("jobs")
 }
@@ -652,6 +726,12 @@ pub enum JobEvent {
         inferred: bool,
         /// When the engine says the job reached it, if the report said.
         engine_at: Option<DateTime<Utc>>,
+    },
+    /// An operator decided about an action: retry it now, or give up.
+    Intervention {
+        at: DateTime<Utc>,
+        action_id: i64,
+        decision: Decision,
     },
     /// An action was recorded (pending) or finished (done, failed).
     Action {
@@ -724,8 +804,105 @@ async fn job_events(
         };
         events.push((at, 1, action.id, event));
     }
+    for intervention in state.store.interventions(&record.id).await? {
+        let event = JobEvent::Intervention {
+            at: intervention.at,
+            action_id: intervention.action_id,
+            decision: intervention.decision,
+        };
+        events.push((intervention.at, 2, intervention.action_id, event));
+    }
     events.sort_by_key(|e| (e.0, e.1, e.2));
     Ok(axum::Json(JobEvents {
         events: events.into_iter().map(|(_, _, _, e)| e).collect(),
     }))
+}
+
+/// What may change about a job after submission.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"engine_job_id": "fd72014d4c864993a2e5a9287b4a9c5d"}))]
+pub struct JobUpdate {
+    /// The engine's own id for the job; `null` clears it.
+    pub engine_job_id: Option<String>,
+}
+
+/// Attach the engine's id to a job (or clear it), so the engine's id finds it.
+#[utoipa::path(
+    patch,
+    path = "/v1/jobs/{job}",
+    tag = "jobs",
+    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
+    request_body = JobUpdate,
+    responses(
+        (status = 200, description = "The job, updated", body = Job),
+        (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`ENGINE_JOB_ID_TAKEN`: another job has that engine id", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`BODY_INVALID` or `JOB_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn update_job(
+    State(state): State<AppState>,
+    ApiPath(job): ApiPath<String>,
+    ApiJson(update): ApiJson<JobUpdate>,
+) -> Result<axum::Json<Job>, ApiError> {
+    let id = path_job_id(&job)?;
+    if let Some(engine_job_id) = &update.engine_job_id {
+        check_engine_job_id(engine_job_id)
+            .map_err(|m| invalid("engine_job_id".into(), "JOB_INVALID", m))?;
+    }
+    state
+        .store
+        .set_engine_job_id(&id, update.engine_job_id.as_deref())
+        .await?;
+    Ok(axum::Json(job_view(
+        state.catalogs.registry(),
+        &load_job(&state, &job).await?,
+    )))
+}
+
+/// Settle a stuck or failed action: `retry` runs it again now (a failed one
+/// too, once its cause is fixed); `give-up` fails it and, for a batch
+/// hook's begin or commit, discards the staging with an abort, which
+/// releases the catalog. Each decision is shown among the job's events.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{job}/actions/{action}/{decision}",
+    tag = "jobs",
+    params(
+        ("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$"),
+        ("action" = i64, Path, description = "The action's id, from the job's `actions`"),
+        ("decision" = String, Path, description = "`retry` or `give-up`", pattern = r"^(retry|give-up)$"),
+    ),
+    responses(
+        (status = 200, description = "The decision is recorded; the job after the actions it led to ran", body = Job),
+        (status = 400, description = "`JOB_ID_INVALID` or `PATH_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`JOB_NOT_FOUND` or `ACTION_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`ACTION_NOT_SETTLEABLE`: done, running right now, or followed by a later action of its hook", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn settle_action(
+    State(state): State<AppState>,
+    ApiPath((job, action, decision)): ApiPath<(String, i64, String)>,
+) -> Result<axum::Json<Job>, ApiError> {
+    let id = path_job_id(&job)?;
+    let decision = match decision.as_str() {
+        "retry" => Decision::Retry,
+        "give-up" => Decision::GiveUp,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "PATH_INVALID",
+                "Invalid path",
+                format!("'{other}' is not a decision; use retry or give-up"),
+            ));
+        }
+    };
+    state.store.settle_action(&id, action, decision).await?;
+    tracing::info!(job = %id, action, decision = decision.as_str(), "operator settled an action");
+    let record = state.hooks.run_job(&id).await?;
+    Ok(axum::Json(job_view(state.catalogs.registry(), &record)))
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::Catalog;
 use super::protected::ProtectedPaths;
+use super::{Catalog, Staging, WriteLocation};
 use crate::domain::options::{PROPERTY_VERSION_KEY, TYPE_KEY, is_sensitive};
 use crate::domain::{CatalogName, CatalogOptions};
 
@@ -146,6 +146,31 @@ pub trait CatalogFactory: Send + Sync {
     fn validate(&self, _options: &CatalogOptions) -> Result<(), ValidationError> {
         Ok(())
     }
+    /// Where an engine writes the rows of `staging` in a catalog with these
+    /// options (the staging itself for a batch job, `staged`; the target for
+    /// a streaming one). By default, nowhere an engine can reach: the
+    /// in-memory catalog holds tables of this process only.
+    fn write_location(
+        &self,
+        _options: &CatalogOptions,
+        staging: &Staging,
+        staged: bool,
+    ) -> WriteLocation {
+        let name = if staged {
+            format!("staged:{}", staging.key.as_str())
+        } else {
+            staging.table.clone()
+        };
+        WriteLocation {
+            kind: "memory".into(),
+            name,
+            url: None,
+            path: None,
+            sink_options: Default::default(),
+            sink_statement: None,
+        }
+    }
+
     /// Connects, and proves the connection works. Errors carry plain
     /// reasons; the registry redacts them.
     async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError>;
@@ -259,6 +284,18 @@ impl FactoryRegistry {
             return Ok(());
         }
         Err(ValidationError::SecretsRequired { moved, missing })
+    }
+
+    /// Where an engine writes a hook's rows, by the catalog type's factory;
+    /// `None` for a type this process does not know.
+    pub fn write_location(
+        &self,
+        options: &CatalogOptions,
+        staging: &Staging,
+        staged: bool,
+    ) -> Option<WriteLocation> {
+        let factory = self.factories.get(options.catalog_type()?)?;
+        Some(factory.write_location(options, staging, staged))
     }
 
     /// Validate, then open. The catalog is usable when this returns.

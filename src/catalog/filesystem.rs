@@ -31,10 +31,11 @@ use serde::{Deserialize, Serialize};
 
 use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
 use super::protected::{ProtectedPaths, canonical_directory};
+use super::sink::file_uri;
 use super::{
     BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
-    Staging, StagingKey, TableInfo, defined_table, staging_missing, table_exists_error,
-    table_not_found,
+    Staging, StagingKey, TableInfo, WriteLocation, defined_table, staging_missing,
+    table_exists_error, table_not_found,
 };
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
@@ -117,6 +118,32 @@ impl CatalogFactory for FilesystemCatalogFactory {
         Ok(())
     }
 
+    /// The directory, and Flink's filesystem connector writing there: the
+    /// path as a `file://` URI, the table's options (its `format`) kept.
+    fn write_location(
+        &self,
+        options: &CatalogOptions,
+        staging: &Staging,
+        staged: bool,
+    ) -> WriteLocation {
+        let name = if staged {
+            format!("{STAGING_PREFIX}{}", staging.key.as_str())
+        } else {
+            staging.table.clone()
+        };
+        let path = Path::new(options.get("path").unwrap_or_default())
+            .join(&staging.database)
+            .join(&name);
+        let connector = std::collections::BTreeMap::from([
+            ("connector".to_owned(), "filesystem".to_owned()),
+            ("path".to_owned(), file_uri(&path)),
+        ]);
+        WriteLocation {
+            path: Some(path.display().to_string()),
+            ..WriteLocation::new("directory", name, staging, connector)
+        }
+    }
+
     async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {
         let given = options.get("path").unwrap_or_default().to_owned();
         let default_database = options
@@ -164,33 +191,6 @@ impl CatalogFactory for FilesystemCatalogFactory {
             root,
             default_database,
         }))
-    }
-}
-
-pub(crate) fn write_location(
-    options: &CatalogOptions,
-    staging: &Staging,
-    staged: bool,
-) -> super::WriteLocation {
-    let name = if staged {
-        format!("{STAGING_PREFIX}{}", staging.key.as_str())
-    } else {
-        staging.table.clone()
-    };
-    let path = Path::new(options.get("path").unwrap_or_default())
-        .join(&staging.database)
-        .join(&name);
-    let path = path.display().to_string();
-    let sink_options = std::collections::BTreeMap::from([
-        ("connector".to_owned(), "filesystem".to_owned()),
-        ("path".to_owned(), path.clone()),
-    ]);
-    super::WriteLocation {
-        kind: "directory".into(),
-        name,
-        url: None,
-        path: Some(path),
-        sink_options,
     }
 }
 
@@ -291,15 +291,33 @@ impl Catalog for FilesystemCatalog {
                 table: table.into(),
             });
         }
-        let schema_path = self.root.join(database).join(table).join(SCHEMA_FILE);
-        let columns = match tokio::fs::read(&schema_path).await {
-            Ok(bytes) => serde_json::from_slice::<SchemaFile>(&bytes)
-                .map_err(|e| {
-                    CatalogError::Unavailable(format!(
-                        "schema file '{}': {e}",
-                        schema_path.display()
-                    ))
-                })?
+        let dir = self.root.join(database).join(table);
+        let schema_path = dir.join(SCHEMA_FILE);
+        let schema = match tokio::fs::read(&schema_path).await {
+            Ok(bytes) => serde_json::from_slice::<SchemaFile>(&bytes).map_err(|e| {
+                CatalogError::Unavailable(format!("schema file '{}': {e}", schema_path.display()))
+            })?,
+            // A directory without a schema file is a table whose schema the
+            // engine owns (files written by hand): list it with no columns.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => SchemaFile {
+                columns: Vec::new(),
+                properties: Default::default(),
+            },
+            Err(e) => return Err(self.unavailable(e)),
+        };
+        let mut options: std::collections::BTreeMap<String, String> =
+            TableDefinition::from_properties(&schema.properties)
+                .map(|definition| definition.options)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(key, _)| !crate::domain::options::is_sensitive(key))
+                .collect();
+        options.insert("connector".into(), "filesystem".into());
+        options.insert("path".into(), file_uri(&dir));
+        Ok(TableInfo {
+            database: database.into(),
+            name: table.into(),
+            columns: schema
                 .columns
                 .into_iter()
                 .map(|c| ColumnInfo {
@@ -308,15 +326,7 @@ impl Catalog for FilesystemCatalog {
                     nullable: c.nullable,
                 })
                 .collect(),
-            // A directory without a schema file is a table whose schema the
-            // engine owns (files written by hand): list it with no columns.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(self.unavailable(e)),
-        };
-        Ok(TableInfo {
-            database: database.into(),
-            name: table.into(),
-            columns,
+            options,
         })
     }
 

@@ -12,12 +12,14 @@ pub mod jdbc;
 pub mod live;
 pub mod memory;
 pub mod protected;
+pub mod sink;
 
 use async_trait::async_trait;
 
 pub use factory::{FactoryError, FactoryRegistry, OpenError, OptionSpec, ValidationError};
 pub use live::LiveCatalogs;
 pub use protected::ProtectedPaths;
+pub use sink::WriteLocation;
 
 use crate::domain::table::TableDefinition;
 
@@ -35,6 +37,9 @@ pub struct TableInfo {
     pub database: String,
     pub name: String,
     pub columns: Vec<ColumnInfo>,
+    /// Flink connector options that read the table (no secrets), so a
+    /// reader job can be declared from them.
+    pub options: std::collections::BTreeMap<String, String>,
 }
 
 /// Names a hook's staging: the job id (32 hex digits) and the hook's index.
@@ -238,46 +243,6 @@ pub trait Catalog: Send + Sync {
     async fn close(&self);
 }
 
-/// Where the engine writes a hook's rows, and the Flink sink options that
-/// write there (secrets left out: the engine has its own).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct WriteLocation {
-    /// `table`, `directory` or `memory`.
-    pub kind: String,
-    /// The table (or directory) the engine writes into: the hidden staging
-    /// for a batch job, the target itself for a streaming one.
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    pub sink_options: std::collections::BTreeMap<String, String>,
-}
-
-/// The write location of `staging` in a catalog with these options; `staged`
-/// for a batch job (the engine writes into the staging).
-pub fn write_location(
-    options: &crate::domain::CatalogOptions,
-    staging: &Staging,
-    staged: bool,
-) -> WriteLocation {
-    match options.catalog_type() {
-        Some("jdbc") => jdbc::write_location(options, staging, staged),
-        Some("filesystem") => filesystem::write_location(options, staging, staged),
-        _ => WriteLocation {
-            kind: "memory".into(),
-            name: if staged {
-                format!("staged:{}", staging.key.as_str())
-            } else {
-                staging.table.clone()
-            },
-            url: None,
-            path: None,
-            sink_options: Default::default(),
-        },
-    }
-}
-
 pub(crate) fn table_exists_error(staging: &Staging) -> CatalogError {
     CatalogError::TableExists {
         database: staging.database.clone(),
@@ -318,5 +283,6 @@ pub(crate) fn defined_table(staging: &Staging) -> TableInfo {
         database: staging.database.clone(),
         name: staging.table.clone(),
         columns,
+        options: Default::default(),
     }
 }

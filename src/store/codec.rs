@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Keyring, StoreError};
-use crate::domain::hook::{ActionRecord, HookKind, JobRecord, NewHook, NewJob, StatusChange};
+use crate::domain::hook::{
+    ActionRecord, Decision, HookKind, Intervention, JobRecord, NewHook, NewJob, StatusChange,
+};
 use crate::domain::job::{
     ActionState, HookAction, JobId, JobMode, JobStatus, StatusReport, Transition, plan,
 };
@@ -168,6 +170,7 @@ pub(crate) struct JobRow {
     pub statement: Option<String>,
     pub failure: Option<String>,
     pub fingerprint: String,
+    pub engine_job_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub moved_at: DateTime<Utc>,
@@ -272,6 +275,7 @@ impl JobRow {
                 .parse()
                 .map_err(|_| corrupt("status", &self.status))?,
             statement: self.statement,
+            engine_job_id: self.engine_job_id,
             failure: self.failure,
             fingerprint: self.fingerprint,
             hooks: hooks
@@ -366,13 +370,65 @@ pub(crate) fn history_rows<'a>(
         .collect()
 }
 
-pub(crate) fn job_insert_failed(id: &JobId, error: sqlx::Error) -> StoreError {
-    match &error {
-        sqlx::Error::Database(db) if db.is_unique_violation() => {
-            StoreError::JobExists(id.to_string())
+pub(crate) fn job_insert_failed(job: &NewJob, error: sqlx::Error) -> StoreError {
+    match (&error, &job.engine_job_id) {
+        (sqlx::Error::Database(db), Some(taken)) if on_engine_job_id(db.as_ref()) => {
+            StoreError::EngineJobIdTaken(taken.clone())
+        }
+        (sqlx::Error::Database(db), _) if db.is_unique_violation() => {
+            StoreError::JobExists(job.id.to_string())
         }
         _ => StoreError::from_sqlx(error),
     }
+}
+
+/// A unique violation on the engine job id's index, as its own error.
+pub(crate) fn engine_id_taken(engine_job_id: Option<&str>, error: sqlx::Error) -> StoreError {
+    match (&error, engine_job_id) {
+        (sqlx::Error::Database(db), Some(taken)) if on_engine_job_id(db.as_ref()) => {
+            StoreError::EngineJobIdTaken(taken.to_owned())
+        }
+        _ => StoreError::from_sqlx(error),
+    }
+}
+
+/// PostgreSQL names the violated index; SQLite names the column.
+fn on_engine_job_id(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.is_unique_violation()
+        && (db.constraint().is_some_and(|c| c.contains("engine_job_id"))
+            || db.message().contains("engine_job_id"))
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct InterventionRow {
+    pub action_id: i64,
+    pub decision: String,
+    pub at: DateTime<Utc>,
+}
+
+impl InterventionRow {
+    pub fn decode(self) -> Result<Intervention, StoreError> {
+        Ok(Intervention {
+            action_id: self.action_id,
+            decision: Decision::parse(&self.decision)
+                .ok_or_else(|| corrupt("decision", &self.decision))?,
+            at: self.at,
+        })
+    }
+}
+
+/// Whether giving up `action` leaves a staging to discard: a batch hook's
+/// begin or commit with no abort recorded after it.
+pub(crate) fn abort_after_giving_up(
+    mode: JobMode,
+    action: &ActionRecord,
+    actions: &[ActionRecord],
+) -> bool {
+    mode == JobMode::Batch
+        && matches!(action.action, HookAction::Begin | HookAction::Commit)
+        && !actions.iter().any(|a| {
+            a.hook_index == action.hook_index && a.id > action.id && a.action == HookAction::Abort
+        })
 }
 
 /// The next status of a job, or why it cannot move.

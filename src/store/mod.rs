@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
+use crate::domain::hook::{
+    ActionRecord, ActionResult, Decision, Intervention, JobFilter, JobRecord, NewJob, StatusChange,
+};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 pub use secrets::Keyring;
@@ -53,6 +55,10 @@ pub enum StoreError {
         catalog: String,
         source: secrets::SealError,
     },
+    #[error(transparent)]
+    Decision(crate::domain::hook::DecisionError),
+    #[error("engine job id '{0}' is already another job's")]
+    EngineJobIdTaken(String),
     #[error("store failure: {0}")]
     Internal(String),
 }
@@ -173,6 +179,28 @@ pub trait Store: Send + Sync {
 
     /// Records how an attempt ended and releases the lease.
     async fn record_action(&self, id: i64, result: &ActionResult) -> Result<(), StoreError>;
+
+    /// Applies an operator's decision about an action of `job`, under the
+    /// job's lock, and records it: a retry makes the action due now (a
+    /// failed one pending again); giving up fails it and, for a batch
+    /// hook's begin or commit, records the abort that discards the staging.
+    async fn settle_action(
+        &self,
+        job: &JobId,
+        action: i64,
+        decision: Decision,
+    ) -> Result<(), StoreError>;
+
+    /// Every decision operators made about the job's actions, oldest first.
+    async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError>;
+
+    /// Sets (or clears) the engine's id for the job; an id another job
+    /// has is [`StoreError::EngineJobIdTaken`].
+    async fn set_engine_job_id(
+        &self,
+        job: &JobId,
+        engine_job_id: Option<&str>,
+    ) -> Result<(), StoreError>;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -17,11 +17,15 @@ use super::codec::{
     update_missed,
 };
 use super::codec::{
-    ActionRow, HookRow, JobRow, TransitionRow, assemble_jobs, catalogs_of, check_transition,
-    first_missing, history_rows, in_use, job_insert_failed, planned_actions,
+    ActionRow, HookRow, InterventionRow, JobRow, TransitionRow, abort_after_giving_up,
+    assemble_jobs, catalogs_of, check_transition, engine_id_taken, first_missing, history_rows,
+    in_use, job_insert_failed, planned_actions,
 };
 use super::{Keyring, OpenStoreError, Store, StoreError};
-use crate::domain::hook::{ActionRecord, ActionResult, JobFilter, JobRecord, NewJob, StatusChange};
+use crate::domain::hook::{
+    ActionRecord, ActionResult, Decision, DecisionError, Intervention, JobFilter, JobRecord,
+    NewJob, StatusChange, decide,
+};
 use crate::domain::job::{HookAction, JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 
@@ -33,7 +37,7 @@ static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 macro_rules! read_jobs {
     ($store:expr, $matches:literal, $ids:expr) => {{
         let jobs: Vec<JobRow> = sqlx::query_as(concat!(
-            "SELECT id, name, mode, status, statement, failure, fingerprint, created_at, updated_at, moved_at \
+            "SELECT id, name, mode, status, statement, failure, fingerprint, engine_job_id, created_at, updated_at, moved_at \
              FROM jobs WHERE id ",
             $matches,
             " ORDER BY id"
@@ -284,8 +288,8 @@ impl Store for PostgresStore {
         .map_err(StoreError::from_sqlx)?;
         first_missing(&catalogs, &present)?;
         sqlx::query(
-            "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at, moved_at) \
-             VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6)",
+            "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, created_at, updated_at, moved_at, engine_job_id) \
+             VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6, $7)",
         )
         .bind(job.id.as_str())
         .bind(&job.name)
@@ -293,9 +297,10 @@ impl Store for PostgresStore {
         .bind(&job.statement)
         .bind(&job.fingerprint)
         .bind(now)
+        .bind(job.engine_job_id.as_deref())
         .execute(&mut *tx)
         .await
-        .map_err(|e| job_insert_failed(&job.id, e))?;
+        .map_err(|e| job_insert_failed(job, e))?;
         sqlx::query(
             "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at) \
              VALUES ($1, NULL, 'INITIALIZING', NULL, $2)",
@@ -394,7 +399,7 @@ impl Store for PostgresStore {
                     // running right now) would only make what the abort
                     // removes, so it gives way.
                     sqlx::query(
-                        "UPDATE actions SET state = 'failed', \
+"UPDATE actions SET state = 'failed', outcome = 'superseded', \
                          last_error = 'superseded: the job ended before it ran', updated_at = $3 \
                          WHERE job_id = $1 AND hook_index = $2 AND state = 'pending' \
                            AND action IN ('begin', 'create') AND (lease_until IS NULL OR lease_until < $4)",
@@ -528,12 +533,14 @@ impl Store for PostgresStore {
             "SELECT j.id FROM jobs j WHERE j.id > $1 \
                AND ($2::text IS NULL OR j.status = $2) \
                AND ($3::text IS NULL OR EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $3)) \
+               AND ($5::text IS NULL OR j.engine_job_id = $5) \
              ORDER BY j.id LIMIT $4",
         )
         .bind(after.map(JobId::as_str).unwrap_or(""))
         .bind(filter.status.map(JobStatus::as_str))
         .bind(filter.catalog.as_deref())
         .bind(i64::from(limit))
+        .bind(filter.engine_job_id.as_deref())
         .fetch_all(&self.pool)
         .await
         .map_err(StoreError::from_sqlx)?;
@@ -551,5 +558,120 @@ impl Store for PostgresStore {
         .await
         .map_err(StoreError::from_sqlx)?;
         rows.into_iter().map(TransitionRow::decode).collect()
+    }
+
+    async fn settle_action(
+        &self,
+        job: &JobId,
+        action: i64,
+        decision: Decision,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::from_sqlx)?;
+        let (status, mode): (String, String) =
+            sqlx::query_as("SELECT status, mode FROM jobs WHERE id = $1 FOR UPDATE")
+                .bind(job.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(StoreError::from_sqlx)?
+                .ok_or_else(|| StoreError::JobNotFound(job.to_string()))?;
+        let actions: Vec<ActionRecord> = sqlx::query_as::<_, ActionRow>(concat!(
+            "SELECT ",
+            action_columns!(),
+            " FROM actions WHERE job_id = $1 ORDER BY id"
+        ))
+        .bind(job.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?
+        .into_iter()
+        .map(ActionRow::decode)
+        .collect::<Result<_, _>>()?;
+        let target = actions.iter().find(|a| a.id == action).ok_or_else(|| {
+            StoreError::Decision(DecisionError::NotFound {
+                job: job.to_string(),
+                action,
+            })
+        })?;
+        let later = actions
+            .iter()
+            .any(|a| a.hook_index == target.hook_index && a.id > target.id);
+        decide(target, later, decision).map_err(StoreError::Decision)?;
+        let now = Utc::now();
+        match decision {
+            Decision::Retry => sqlx::query(
+                "UPDATE actions SET state = 'pending', outcome = NULL, not_before = $2, updated_at = $3 \
+                 WHERE id = $1",
+            )
+            .bind(action)
+            .bind(now)
+            .bind(now),
+            Decision::GiveUp => sqlx::query(
+                "UPDATE actions SET state = 'failed', outcome = 'given up', \
+                 last_error = coalesce(last_error, 'given up by an operator'), lease_until = NULL, \
+                 updated_at = $2 WHERE id = $1",
+            )
+            .bind(action)
+            .bind(now),
+        }
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let mode = JobMode::parse(&mode)
+            .ok_or_else(|| StoreError::Internal(format!("job {job} has mode {mode}")))?;
+        if decision == Decision::GiveUp && abort_after_giving_up(mode, target, &actions) {
+            sqlx::query(
+                "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, not_before, \
+                 created_at, updated_at) VALUES ($1, $2, 'abort', $3, 'pending', 0, $4, $5, $5)",
+            )
+            .bind(job.as_str())
+            .bind(target.hook_index as i32)
+            .bind(&status)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        }
+        sqlx::query(
+            "INSERT INTO job_interventions (job_id, action_id, decision, at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(job.as_str())
+        .bind(action)
+        .bind(decision.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        tx.commit().await.map_err(StoreError::from_sqlx)
+    }
+
+    async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError> {
+        let rows: Vec<InterventionRow> = sqlx::query_as(
+            "SELECT action_id, decision, at FROM job_interventions WHERE job_id = $1 ORDER BY id",
+        )
+        .bind(job.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        rows.into_iter().map(InterventionRow::decode).collect()
+    }
+
+    async fn set_engine_job_id(
+        &self,
+        job: &JobId,
+        engine_job_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let updated =
+            sqlx::query("UPDATE jobs SET engine_job_id = $2, updated_at = $3 WHERE id = $1")
+                .bind(job.as_str())
+                .bind(engine_job_id)
+                .bind(Utc::now())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| engine_id_taken(engine_job_id, e))?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::JobNotFound(job.to_string()));
+        }
+        Ok(())
     }
 }

@@ -17,6 +17,8 @@ fn allowed(method: &str, path: &str) -> Vec<Role> {
         ROLES.to_vec()
     } else if path.ends_with("/status") && method == "PUT" {
         vec![Engine, Admin]
+    } else if path.starts_with("/v1/jobs/") && method == "PATCH" {
+        vec![Engine, Operator, Admin]
     } else if path.starts_with("/v1/jobs") && read {
         vec![Reader, Engine, Operator, Admin]
     } else if path.starts_with("/v1/jobs") {
@@ -34,6 +36,8 @@ fn concrete(template: &str) -> String {
         .replace("{database}", "default")
         .replace("{table}", "t")
         .replace("{job}", "00112233445566778899aabbccddeeff")
+        .replace("{action}", "1")
+        .replace("{decision}", "retry")
 }
 
 async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Reply {

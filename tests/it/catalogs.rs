@@ -122,11 +122,17 @@ async fn every_missing_option_is_listed_as_a_field_at_once() {
         .collect();
     assert_eq!(
         fields,
-        ["options.default-database", "options.username", "options.password"],
+        [
+            "options.default-database",
+            "options.username",
+            "options.password"
+        ],
         "all at once, as Flink names them"
     );
     assert!(
-        reply.detail().ends_with("default-database\nusername\npassword"),
+        reply
+            .detail()
+            .ends_with("default-database\nusername\npassword"),
         "{}",
         reply.detail()
     );

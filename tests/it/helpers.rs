@@ -136,6 +136,57 @@ impl TestPostgres {
     }
 }
 
+/// A PostgreSQL role with [`SECRET`] as password, allowed to connect to a
+/// test database and create tables in its `public` schema; dropped after
+/// the test (roles belong to the whole server).
+pub struct TestRole {
+    admin_url: String,
+    database_url: String,
+    pub name: String,
+}
+
+impl TestPostgres {
+    pub async fn limited_role(&self) -> TestRole {
+        let name = unique("ctasd_role");
+        self.execute(&format!(
+            "CREATE ROLE \"{name}\" LOGIN PASSWORD '{SECRET}'; \
+             GRANT CONNECT ON DATABASE \"{db}\" TO \"{name}\"; \
+             GRANT USAGE, CREATE ON SCHEMA public TO \"{name}\"",
+            db = self.database
+        ))
+        .await;
+        TestRole {
+            admin_url: self.admin_url.clone(),
+            database_url: self.url.clone(),
+            name,
+        }
+    }
+}
+
+impl Drop for TestRole {
+    fn drop(&mut self) {
+        let (admin_url, database_url, name) = (
+            self.admin_url.clone(),
+            self.database_url.clone(),
+            self.name.clone(),
+        );
+        run_blocking_cleanup(async move {
+            if let Ok(mut db) = sqlx::PgConnection::connect(&database_url).await {
+                let sql = format!("DROP OWNED BY \"{name}\"");
+                let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut db)
+                    .await;
+            }
+            if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
+                let sql = format!("DROP ROLE IF EXISTS \"{name}\"");
+                let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut admin)
+                    .await;
+            }
+        });
+    }
+}
+
 impl Drop for TestPostgres {
     fn drop(&mut self) {
         let admin_url = self.admin_url.clone();

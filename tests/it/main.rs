@@ -7,6 +7,7 @@ mod auth;
 mod browse;
 mod catalogs;
 mod cli;
+mod contract;
 mod crash;
 mod ddl;
 mod errors;

@@ -163,6 +163,23 @@ impl World {
         }
     }
 
+    /// Drops a table (or removes a table directory), as its owner would.
+    pub async fn drop_table(&self, table: &str) {
+        match self {
+            World::Postgres(pg) => pg.execute(&format!("DROP TABLE {}", quoted(table))).await,
+            World::Mysql(my) => {
+                my.execute(&format!("DROP TABLE {}", backticked(table)))
+                    .await
+            }
+            World::Sqlite(dir) => {
+                sqlite_database(dir.path(), "main", &format!("DROP TABLE {}", quoted(table))).await
+            }
+            World::Files(root) => {
+                std::fs::remove_dir_all(root.path().join("db").join(table)).unwrap()
+            }
+        }
+    }
+
     /// Every table (or table directory) in the database, hidden ones too, by name.
     pub async fn tables(&self) -> Vec<String> {
         let mut names: Vec<String> = match self {

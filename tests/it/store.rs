@@ -286,6 +286,7 @@ fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
         name: "ctas orders".into(),
         mode,
         statement: Some("CREATE TABLE t AS SELECT 1".into()),
+        engine_job_id: None,
         fingerprint: "f1".into(),
         hooks: (0..hooks)
             .map(|i| NewHook {

@@ -19,7 +19,7 @@ pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +31,7 @@ use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
 use super::protected::{ProtectedPaths, STORE_MARKER_TABLE, canonical_directory};
 use super::{
     BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
-    Staging, TableInfo, staging_missing, table_exists_error, table_not_found,
+    Staging, TableInfo, WriteLocation, staging_missing, table_exists_error, table_not_found,
 };
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
@@ -172,6 +172,24 @@ impl CatalogFactory for JdbcCatalogFactory {
         check_url_safe(database).map_err(|reason| invalid("default-database", reason))
     }
 
+    fn write_location(
+        &self,
+        options: &CatalogOptions,
+        staging: &Staging,
+        staged: bool,
+    ) -> WriteLocation {
+        let name = if staged {
+            staging_table(staging)
+        } else {
+            staging.table.clone()
+        };
+        let connector = connector_options(options, &staging.database, &name);
+        WriteLocation {
+            url: connector.get("url").cloned(),
+            ..WriteLocation::new("table", name, staging, connector)
+        }
+    }
+
     async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {
         let url = JdbcUrl::parse(options.get("base-url").unwrap_or_default())?;
         let default_database = options
@@ -224,6 +242,38 @@ impl CatalogFactory for JdbcCatalogFactory {
     }
 }
 
+/// Flink's JDBC connector options for `table` in `database`: its URL and
+/// user, never the password.
+fn connector_options(
+    options: &CatalogOptions,
+    database: &str,
+    table: &str,
+) -> BTreeMap<String, String> {
+    let base = options
+        .get("base-url")
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    // Submission refuses database names that a URL would misread; escaping
+    // here as well keeps a job stored before that rule from reaching an
+    // engine as extra connection parameters.
+    let database = escape_path_segment(database);
+    let url = match JdbcUrl::parse(base) {
+        Ok(JdbcUrl::Sqlite { directory }) => {
+            format!("jdbc:sqlite:{}/{database}.db", directory.display())
+        }
+        _ => format!("{base}/{database}"),
+    };
+    let mut connector = BTreeMap::from([
+        ("connector".to_owned(), "jdbc".to_owned()),
+        ("url".to_owned(), url),
+        ("table-name".to_owned(), table.to_owned()),
+    ]);
+    if let Some(username) = options.get("username") {
+        connector.insert("username".into(), username.into());
+    }
+    connector
+}
+
 /// Why a database name cannot be written into a JDBC URL as it is, if it
 /// cannot: the sink URL an engine receives is `<base-url>/<database>`, and a
 /// name holding `?`, `;` or `&` would add connection parameters to it
@@ -259,47 +309,6 @@ fn escape_path_segment(segment: &str) -> String {
 
 /// Characters with a meaning in a JDBC URL's path or parameters.
 const URL_SPECIAL: &[char] = &['?', '&', '#', ';', '=', '%', '/', '\\', '@', ':', '"', '\''];
-
-pub(crate) fn write_location(
-    options: &CatalogOptions,
-    staging: &Staging,
-    staged: bool,
-) -> super::WriteLocation {
-    let name = if staged {
-        staging_table(staging)
-    } else {
-        staging.table.clone()
-    };
-    let base = options
-        .get("base-url")
-        .unwrap_or_default()
-        .trim_end_matches('/');
-    // Submission refuses database names that a URL would misread; escaping
-    // here as well keeps a job stored before that rule from reaching an
-    // engine as extra connection parameters.
-    let database = escape_path_segment(&staging.database);
-    let url = match JdbcUrl::parse(base) {
-        Ok(JdbcUrl::Sqlite { directory }) => {
-            format!("jdbc:sqlite:{}/{database}.db", directory.display())
-        }
-        _ => format!("{base}/{database}"),
-    };
-    let mut sink_options = std::collections::BTreeMap::from([
-        ("connector".to_owned(), "jdbc".to_owned()),
-        ("url".to_owned(), url.clone()),
-        ("table-name".to_owned(), name.clone()),
-    ]);
-    if let Some(username) = options.get("username") {
-        sink_options.insert("username".into(), username.into());
-    }
-    super::WriteLocation {
-        kind: "table".into(),
-        name,
-        url: Some(url),
-        path: None,
-        sink_options,
-    }
-}
 
 /// A database server reached through one system's driver: the I/O that
 /// [`JdbcCatalog`]'s recipes need, each method one round trip or one
@@ -684,6 +693,7 @@ impl Catalog for JdbcCatalog {
             database: database.into(),
             name: table.into(),
             columns,
+            options: connector_options(&self.options, database, table),
         })
     }
 
