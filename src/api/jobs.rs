@@ -838,7 +838,10 @@ pub struct JobUpdate {
         (status = 200, description = "The job, updated", body = Job),
         (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`ENGINE_JOB_ID_TAKEN`: another job has that engine id", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`BODY_INVALID` or `JOB_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
@@ -880,6 +883,7 @@ async fn update_job(
         (status = 200, description = "The decision is recorded; the job after the actions it led to ran", body = Job),
         (status = 400, description = "`JOB_ID_INVALID` or `PATH_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND` or `ACTION_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`ACTION_NOT_SETTLEABLE`: done, running right now, or followed by a later action of its hook", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
