@@ -1,11 +1,12 @@
 //! ctasd: a control plane for atomic `CREATE TABLE ... AS SELECT` jobs.
 //!
 //! Read the modules in this order; data flows the same way:
-//! `api` → `domain` → `store` → `catalog`.
+//! `api` → `service` → `hooks` → `store` / `catalog` → `domain`.
 
 /// HTTP only: one file per resource, problem+json errors, the OpenAPI document.
 pub mod api;
-/// The external systems that hold tables: the `Catalog` trait, factories, live cache.
+/// The external systems that hold tables: the `Catalog` trait, the one list of
+/// catalog types, the live cache.
 pub mod catalog;
 /// Settings from flags and `CTASD_*` variables, with secrets that never print.
 pub mod config;
@@ -17,7 +18,10 @@ pub mod fault;
 pub mod hooks;
 /// Start-up and shutdown: wires the store, the catalogs and the router together.
 pub mod server;
-/// Persistence: the `Store` trait, SQLite and PostgreSQL, secret encryption.
+/// The application: one use case per function, between the API and the rest.
+pub mod service;
+/// Persistence: the store traits, each recipe written once over SQLite and
+/// PostgreSQL, secret encryption.
 pub mod store;
 /// Log output (text or JSON) that never carries a secret.
 pub mod telemetry;

@@ -1,18 +1,21 @@
 //! Bearer-token authentication and roles.
 //!
 //! The server keeps only SHA-256 digests of tokens; a presented token is
-//! hashed and compared with every digest in constant time. Each route needs a
-//! permission, each role grants some: `reader` reads, `engine` reports job
-//! statuses, attaches its job ids and reads jobs, `operator` manages
-//! catalogs and jobs (and settles their stuck actions), `admin` does
-//! everything. `/healthz` and `/readyz` need nothing. A refused attempt
-//! is logged with the token's name when it is known, never with the token.
+//! hashed and compared with every digest in constant time. The middleware
+//! [`authenticate`] finds who is calling; each handler declares the
+//! permission it needs as an extractor, [`Authorized<P>`], so a route and
+//! its permission are written side by side (a handler without one, like
+//! the health checks, needs nothing). Each role grants some permissions:
+//! `reader` reads, `engine` reports job statuses, attaches its job ids and
+//! reads jobs, `operator` manages catalogs and jobs (and settles their
+//! stuck actions), `admin` does everything. A refused attempt is logged
+//! with the token's name when it is known, never with the token.
 
 use std::fmt;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -21,7 +24,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::error::ApiError;
+use super::error::{ApiError, ProblemCode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
@@ -79,7 +82,6 @@ impl fmt::Display for Role {
 /// What a route needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permission {
-    Open,
     /// Any valid token (routes that do not exist, so 404s reveal nothing).
     Authenticated,
     ReadCatalogs,
@@ -93,20 +95,86 @@ pub enum Permission {
     OperateJobs,
 }
 
-/// The permission a request needs, from its method and path.
-pub fn required(method: &Method, path: &str) -> Permission {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let read = *method == Method::GET || *method == Method::HEAD;
-    match segments.as_slice() {
-        ["healthz"] | ["readyz"] => Permission::Open,
-        ["v1", "jobs", _, "status"] if *method == Method::PUT => Permission::ReportStatus,
-        ["v1", "jobs", _] if *method == Method::PATCH => Permission::UpdateJobs,
-        ["v1", "jobs", _, "actions", _, _] if *method == Method::POST => Permission::OperateJobs,
-        ["v1", "jobs", ..] if read => Permission::ReadJobs,
-        ["v1", "jobs"] => Permission::SubmitJobs,
-        ["v1", "catalogs", ..] | ["v1", "catalog-types"] if read => Permission::ReadCatalogs,
-        ["v1", "catalogs", ..] => Permission::ManageCatalogs,
-        _ => Permission::Authenticated,
+/// A permission as a type, for [`Authorized`].
+pub trait Needs: Send + Sync + 'static {
+    const PERMISSION: Permission;
+}
+
+macro_rules! permissions {
+    ($($name:ident),* $(,)?) => {$(
+        #[doc = concat!("Needs [`Permission::", stringify!($name), "`].")]
+        pub struct $name;
+        impl Needs for $name {
+            const PERMISSION: Permission = Permission::$name;
+        }
+    )*};
+}
+
+/// The permissions as types: `Authorized<need::ReadCatalogs>`.
+pub mod need {
+    use super::{Needs, Permission};
+
+    permissions!(
+        Authenticated,
+        ReadCatalogs,
+        ReadJobs,
+        ManageCatalogs,
+        SubmitJobs,
+        ReportStatus,
+        UpdateJobs,
+        OperateJobs,
+    );
+}
+
+/// Who is calling, as [`authenticate`] found it.
+#[derive(Debug, Clone)]
+enum Caller {
+    /// No tokens are configured: every request is allowed.
+    Anyone,
+    /// No token, or one that matches none.
+    Unknown {
+        token_sent: bool,
+    },
+    Token {
+        name: String,
+        role: Role,
+    },
+}
+
+/// The handler runs only for a caller whose role grants `P`: 401 without a
+/// valid token, 403 when the role lacks the permission.
+pub struct Authorized<P>(std::marker::PhantomData<P>);
+
+impl<S: Send + Sync, P: Needs> axum::extract::FromRequestParts<S> for Authorized<P> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = parts.extensions.get::<Caller>().cloned();
+        let (method, path) = (&parts.method, parts.uri.path());
+        match caller {
+            Some(Caller::Anyone) => Ok(Self(std::marker::PhantomData)),
+            Some(Caller::Token { role, .. }) if role.grants(P::PERMISSION) => {
+                Ok(Self(std::marker::PhantomData))
+            }
+            Some(Caller::Token { name, role }) => {
+                tracing::warn!(token = %name, %role, %method, path, "request refused: role lacks permission");
+                Err(ApiError::new(
+                    ProblemCode::Forbidden,
+                    format!("role '{role}' may not {method} {path}"),
+                ))
+            }
+            Some(Caller::Unknown { .. }) | None => {
+                let token_sent = matches!(caller, Some(Caller::Unknown { token_sent: true }));
+                tracing::warn!(%method, path, token_sent, "request refused: no valid bearer token");
+                Err(ApiError::new(
+                    ProblemCode::Unauthenticated,
+                    "send a valid token as 'Authorization: Bearer <token>'",
+                ))
+            }
+        }
     }
 }
 
@@ -200,60 +268,44 @@ pub fn generate(name: &str, role: Role) -> (SecretString, String) {
     (SecretString::from(token), format!("{name}:{role}:{digest}"))
 }
 
-/// The middleware: 401 without a valid token, 403 without the permission.
-pub async fn authorize(
+/// Finds who is calling (by the bearer token, if tokens are configured)
+/// for [`Authorized`] to judge, and adds the `WWW-Authenticate` challenge
+/// to a 401.
+pub async fn authenticate(
     State(tokens): State<Arc<Tokens>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let permission = required(request.method(), request.uri().path());
-    if tokens.is_empty() || permission == Permission::Open {
-        return next.run(request).await;
-    }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(entry) = presented.and_then(|token| tokens.find(token)) else {
-        tracing::warn!(
-            method = %request.method(),
-            path = %request.uri().path(),
-            token_sent = presented.is_some(),
-            "request refused: no valid bearer token"
-        );
-        let mut response = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHENTICATED",
-            "Authentication required",
-            "send a valid token as 'Authorization: Bearer <token>'",
-        )
-        .into_response();
+    let caller = if tokens.is_empty() {
+        Caller::Anyone
+    } else {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        match presented.and_then(|token| tokens.find(token)) {
+            Some(entry) => Caller::Token {
+                name: entry.name.clone(),
+                role: entry.role,
+            },
+            None => Caller::Unknown {
+                token_sent: presented.is_some(),
+            },
+        }
+    };
+    request.extensions_mut().insert(caller);
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
-    };
-    if !entry.role.grants(permission) {
-        tracing::warn!(token = %entry.name, role = %entry.role, method = %request.method(), path = %request.uri().path(), "request refused: role lacks permission");
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "FORBIDDEN",
-            "Forbidden",
-            format!(
-                "role '{}' may not {} {}",
-                entry.role,
-                request.method(),
-                request.uri().path()
-            ),
-        )
-        .into_response();
     }
-    next.run(request).await
+    response
 }
 
 /// Without tokens ctasd listens on loopback only; a web page the user
@@ -279,9 +331,7 @@ pub async fn loopback_hosts_only(request: Request, next: Next) -> Response {
     if let Some(named) = foreign_host.or(foreign_origin) {
         tracing::warn!(named = %named.chars().take(100).collect::<String>(), "request refused: not addressed to loopback");
         return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "HOST_NOT_ALLOWED",
-            "Host not allowed",
+            ProblemCode::HostNotAllowed,
             "without tokens ctasd answers only requests addressed to localhost or a loopback \
              address, from no page or a loopback page; configure tokens to serve other names",
         )
@@ -333,29 +383,6 @@ mod tests {
             "127.0.0.1.evil.com",
         ] {
             assert!(!is_loopback_authority(foreign), "{foreign}");
-        }
-    }
-
-    #[test]
-    fn each_route_needs_the_documented_permission() {
-        use Permission::*;
-        let cases = [
-            (Method::GET, "/healthz", Open),
-            (Method::GET, "/readyz", Open),
-            (Method::GET, "/v1/catalog-types", ReadCatalogs),
-            (Method::GET, "/v1/catalogs/pg/databases", ReadCatalogs),
-            (Method::POST, "/v1/catalogs", ManageCatalogs),
-            (Method::PATCH, "/v1/catalogs/pg", ManageCatalogs),
-            (Method::DELETE, "/v1/catalogs/pg", ManageCatalogs),
-            (Method::GET, "/v1/jobs/abc/events", ReadJobs),
-            (Method::POST, "/v1/jobs", SubmitJobs),
-            (Method::PUT, "/v1/jobs/abc/status", ReportStatus),
-            (Method::PATCH, "/v1/jobs/abc", UpdateJobs),
-            (Method::POST, "/v1/jobs/abc/actions/7/retry", OperateJobs),
-            (Method::GET, "/v2/anything", Authenticated),
-        ];
-        for (method, path, permission) in cases {
-            assert_eq!(required(&method, path), permission, "{method} {path}");
         }
     }
 

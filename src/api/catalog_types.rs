@@ -8,7 +8,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use crate::catalog::OptionSpec;
+use super::auth::{Authorized, need};
+use crate::domain::options::OptionSpec;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_catalog_types))
@@ -59,19 +60,18 @@ pub struct CatalogTypeList {
     tag = "catalogs",
     responses((status = 200, description = "Every catalog type, by name", body = CatalogTypeList))
 )]
-async fn list_catalog_types(State(state): State<AppState>) -> axum::Json<CatalogTypeList> {
+async fn list_catalog_types(
+    _: Authorized<need::ReadCatalogs>,
+    State(state): State<AppState>,
+) -> axum::Json<CatalogTypeList> {
     let catalog_types = state
-        .catalogs
-        .registry()
-        .factories()
-        .map(|factory| CatalogType {
-            catalog_type: factory.identifier().into(),
-            description: factory.description().into(),
-            options: factory
-                .all_options()
-                .iter()
-                .map(CatalogTypeOption::from)
-                .collect(),
+        .services
+        .catalog_types()
+        .into_iter()
+        .map(|t| CatalogType {
+            catalog_type: t.identifier.into(),
+            description: t.description.into(),
+            options: t.options.iter().map(CatalogTypeOption::from).collect(),
         })
         .collect();
     axum::Json(CatalogTypeList { catalog_types })

@@ -1,8 +1,8 @@
 //! `/v1/catalogs`: register, read, list, alter and drop catalogs, and browse
 //! the databases and tables of a live catalog.
 //!
-//! Register and alter validate and open the catalog before anything is
-//! stored, so a stored catalog is always one that could be opened.
+//! The rules (validate, open, store, install) live in
+//! [`crate::service`]; here are the routes, their JSON and their answers.
 
 use std::collections::BTreeMap;
 
@@ -15,14 +15,12 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, Problem};
+use super::auth::{Authorized, need};
+use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::{AppState, page};
-use crate::domain::catalog::check_comment;
-use crate::domain::{
-    CatalogAlteration, CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord, ObjectName,
-};
-use crate::store::StoreError;
+use crate::domain::{CatalogAlteration, CatalogName, CatalogRecord, ObjectName};
+use crate::service::Registration;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -213,12 +211,8 @@ fn path_catalog_name(name: &str) -> Result<CatalogName, ApiError> {
     CatalogName::parse(name).map_err(ApiError::bad_path_name)
 }
 
-async fn load(state: &AppState, name: &CatalogName) -> Result<CatalogRecord, ApiError> {
-    state
-        .store
-        .get_catalog(name)
-        .await?
-        .ok_or_else(|| ApiError::catalog_not_found(name.as_str()))
+fn path_object_name(what: &'static str, name: &str) -> Result<ObjectName, ApiError> {
+    ObjectName::parse(what, name).map_err(ApiError::bad_path_name)
 }
 
 fn created(record: &CatalogRecord) -> Response {
@@ -268,50 +262,24 @@ fn created(record: &CatalogRecord) -> Response {
     )
 )]
 async fn register_catalog(
+    _: Authorized<need::ManageCatalogs>,
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<RegisterParams>,
     ApiJson(request): ApiJson<RegisterCatalog>,
 ) -> Result<Response, ApiError> {
-    let name = CatalogName::parse(&request.name).map_err(|e| ApiError::bad_body_name("name", e))?;
-    let options = CatalogOptions::new(request.options)?;
-    if let Some(comment) = &request.comment {
-        check_comment(comment)?;
-    }
-    if params.if_not_exists
-        && let Some(existing) = state.store.get_catalog(&name).await?
-    {
-        return Ok(axum::Json(Catalog::from(&existing)).into_response());
-    }
-    let descriptor = CatalogDescriptor {
-        name,
-        options,
-        comment: request.comment,
-    };
-    let live = state
-        .catalogs
-        .registry()
-        .open(&descriptor.name, &descriptor.options)
+    let registration = state
+        .services
+        .register_catalog(
+            &request.name,
+            request.options,
+            request.comment,
+            params.if_not_exists,
+        )
         .await?;
-    let record = match state.store.insert_catalog(&descriptor).await {
-        Ok(record) => record,
-        Err(error) => {
-            live.close().await;
-            return match (error, params.if_not_exists) {
-                (StoreError::CatalogExists(_), true) => {
-                    let existing = load(&state, &descriptor.name).await?;
-                    Ok(axum::Json(Catalog::from(&existing)).into_response())
-                }
-                (error, _) => Err(error.into()),
-            };
-        }
-    };
-    state.catalogs.install(&record, live).await;
-    tracing::info!(
-        catalog = %record.descriptor.name,
-        catalog_type = record.descriptor.options.catalog_type().unwrap_or_default(),
-        "catalog registered"
-    );
-    Ok(created(&record))
+    Ok(match registration {
+        Registration::Created(record) => created(&record),
+        Registration::Existing(record) => axum::Json(Catalog::from(&record)).into_response(),
+    })
 }
 
 /// List catalogs by name, a page at a time.
@@ -328,6 +296,7 @@ async fn register_catalog(
     )
 )]
 async fn list_catalogs(
+    _: Authorized<need::ReadCatalogs>,
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<PageParams>,
 ) -> Result<Response, ApiError> {
@@ -340,7 +309,7 @@ async fn list_catalogs(
     };
     let mut page = page::BoundedPage::new("c", size, after);
     while let Some((after, limit)) = page.wants() {
-        let records = state.store.list_catalogs(after.as_ref(), limit).await?;
+        let records = state.services.list_catalogs(after.as_ref(), limit).await?;
         page.take(records, |r| r.descriptor.name.clone(), |r| Catalog::from(r))?;
     }
     page.into_response("catalogs")
@@ -361,10 +330,14 @@ async fn list_catalogs(
     )
 )]
 async fn get_catalog(
+    _: Authorized<need::ReadCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
 ) -> Result<axum::Json<Catalog>, ApiError> {
-    let record = load(&state, &path_catalog_name(&catalog)?).await?;
+    let record = state
+        .services
+        .catalog(&path_catalog_name(&catalog)?)
+        .await?;
     Ok(axum::Json(Catalog::from(&record)))
 }
 
@@ -389,42 +362,20 @@ async fn get_catalog(
     )
 )]
 async fn alter_catalog(
+    _: Authorized<need::ManageCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
     ApiJson(request): ApiJson<AlterCatalog>,
 ) -> Result<axum::Json<Catalog>, ApiError> {
-    let current = load(&state, &path_catalog_name(&catalog)?).await?;
     let alteration = CatalogAlteration {
         set: request.set,
         reset: request.reset,
         comment: request.comment,
     };
-    let next = alteration.apply(&current.descriptor)?;
-    state.catalogs.registry().check_relocation(
-        &current.descriptor.options,
-        &next.options,
-        &alteration.set,
-    )?;
-    if next.options == current.descriptor.options {
-        let record = state.store.update_catalog(&next, current.version).await?;
-        state.catalogs.carry_over(&current, &record).await;
-        tracing::info!(catalog = %record.descriptor.name, "catalog comment altered");
-        return Ok(axum::Json(Catalog::from(&record)));
-    }
-    let live = state
-        .catalogs
-        .registry()
-        .open(&next.name, &next.options)
+    let record = state
+        .services
+        .alter_catalog(&path_catalog_name(&catalog)?, alteration)
         .await?;
-    let record = match state.store.update_catalog(&next, current.version).await {
-        Ok(record) => record,
-        Err(error) => {
-            live.close().await;
-            return Err(error.into());
-        }
-    };
-    state.catalogs.install(&record, live).await;
-    tracing::info!(catalog = %record.descriptor.name, "catalog altered");
     Ok(axum::Json(Catalog::from(&record)))
 }
 
@@ -444,34 +395,19 @@ async fn alter_catalog(
     )
 )]
 async fn drop_catalog(
+    _: Authorized<need::ManageCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
     ApiQuery(params): ApiQuery<DropParams>,
 ) -> Result<StatusCode, ApiError> {
     let name = path_catalog_name(&catalog)?;
-    if !state.store.delete_catalog(&name).await? && !params.if_exists {
-        return Err(ApiError::catalog_not_found(name.as_str()));
+    if !state.services.drop_catalog(&name).await? && !params.if_exists {
+        return Err(ApiError::new(
+            ProblemCode::CatalogNotFound,
+            format!("catalog '{name}' does not exist"),
+        ));
     }
-    state.catalogs.evict(name.as_str()).await;
-    tracing::info!(catalog = %name, "catalog dropped");
     Ok(StatusCode::NO_CONTENT)
-}
-
-async fn live_catalog(
-    state: &AppState,
-    catalog: &str,
-) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>, ApiError> {
-    let record = load(state, &path_catalog_name(catalog)?).await?;
-    state.catalogs.get(&record).await.map_err(|error| {
-        // It opened when it was registered: failing now is the external
-        // system's state, not the request's fault.
-        ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "CATALOG_UNAVAILABLE",
-            "Catalog unavailable",
-            error.to_string(),
-        )
-    })
 }
 
 /// The databases of a live catalog.
@@ -490,12 +426,12 @@ async fn live_catalog(
     )
 )]
 async fn list_databases(
+    _: Authorized<need::ReadCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
 ) -> Result<axum::Json<DatabaseList>, ApiError> {
-    let live = live_catalog(&state, &catalog).await?;
-    let default = live.default_database().to_owned();
-    let databases = live.list_databases().await?;
+    let name = path_catalog_name(&catalog)?;
+    let (databases, default) = state.services.databases(&name).await?;
     let databases = databases
         .into_iter()
         .map(|name| Database {
@@ -525,13 +461,13 @@ async fn list_databases(
     )
 )]
 async fn list_tables(
+    _: Authorized<need::ReadCatalogs>,
     State(state): State<AppState>,
     ApiPath((catalog, database)): ApiPath<(String, String)>,
 ) -> Result<axum::Json<TableList>, ApiError> {
-    let database =
-        ObjectName::parse("database name", &database).map_err(ApiError::bad_path_name)?;
-    let live = live_catalog(&state, &catalog).await?;
-    let tables = live.list_tables(database.as_str()).await?;
+    let database = path_object_name("database name", &database)?;
+    let name = path_catalog_name(&catalog)?;
+    let tables = state.services.tables(&name, &database).await?;
     Ok(axum::Json(TableList {
         database: database.to_string(),
         tables: tables
@@ -561,14 +497,14 @@ async fn list_tables(
     )
 )]
 async fn get_table(
+    _: Authorized<need::ReadCatalogs>,
     State(state): State<AppState>,
     ApiPath((catalog, database, table)): ApiPath<(String, String, String)>,
 ) -> Result<axum::Json<Table>, ApiError> {
-    let database =
-        ObjectName::parse("database name", &database).map_err(ApiError::bad_path_name)?;
-    let table = ObjectName::parse("table name", &table).map_err(ApiError::bad_path_name)?;
-    let live = live_catalog(&state, &catalog).await?;
-    let info = live.get_table(database.as_str(), table.as_str()).await?;
+    let database = path_object_name("database name", &database)?;
+    let table = path_object_name("table name", &table)?;
+    let name = path_catalog_name(&catalog)?;
+    let info = state.services.table(&name, &database, &table).await?;
     Ok(axum::Json(Table {
         catalog,
         database: info.database,

@@ -1,23 +1,197 @@
-//! Every failure as `application/problem+json` (RFC 9457) with a stable `code`.
+//! Every failure as `application/problem+json` (RFC 9457) with a stable
+//! `code`.
 //!
-//! Domain, catalog and store errors are mapped here and nowhere else. Server
-//! errors are logged with an error id and answered with that id only: their
-//! text may name internals, never shown to clients.
+//! [`ProblemCode`] is the one place codes are spelled, each with its HTTP
+//! status and title; [`ApiError::from`] maps the services' errors to them,
+//! and nothing else does. Server errors are logged with an error id and
+//! answered with that id only: their text may name internals.
+//!
+//! Codes are stable: once published, a code keeps its meaning. New codes
+//! may be added at any time; clients treat a code they do not know by its
+//! HTTP status.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::catalog::factory::OpenOrInvalid;
-use crate::catalog::{CatalogError, ValidationError};
-use crate::domain::NameError;
-use crate::domain::OptionsError;
-use crate::domain::catalog::AlterError;
-use crate::domain::hook::DecisionError;
-use crate::store::StoreError;
+use crate::domain::job::{JobStatus, TransitionError};
+use crate::domain::ledger::DecisionError;
+use crate::domain::options::ValidationError;
+use crate::service::ServiceError;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Every problem ctasd answers with, by its stable code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ProblemCode {
+    BodyMalformed,
+    BodyInvalid,
+    BodyTooLarge,
+    BodyUnreadable,
+    ContentTypeUnsupported,
+    QueryInvalid,
+    PathInvalid,
+    PageTokenInvalid,
+    NameInvalid,
+    RouteNotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    HeadersTooLarge,
+    Unauthenticated,
+    Forbidden,
+    HostNotAllowed,
+    TooManyConnections,
+    CatalogNotFound,
+    CatalogExists,
+    CatalogModified,
+    CatalogInUse,
+    CatalogTypeMissing,
+    CatalogTypeUnknown,
+    CatalogOptionsMissing,
+    CatalogOptionsUnsupported,
+    CatalogOptionInvalid,
+    CatalogSecretsRequired,
+    OptionsInvalid,
+    CatalogTypeImmutable,
+    CommentInvalid,
+    CatalogOpenFailed,
+    CatalogUnavailable,
+    CatalogRefused,
+    DatabaseNotFound,
+    TableNotFound,
+    TableExists,
+    TargetMissing,
+    TableNotOwned,
+    TargetProtected,
+    TableInvalid,
+    TableUnsupported,
+    StagingMissing,
+    JobInvalid,
+    JobIdInvalid,
+    JobExists,
+    JobNotFound,
+    TransitionIllegal,
+    ActionNotFound,
+    ActionNotSettleable,
+    EngineJobIdTaken,
+    StoreUnavailable,
+    StoreNotReady,
+    Internal,
+}
+
+impl ProblemCode {
+    pub fn status(self) -> StatusCode {
+        use ProblemCode::*;
+        match self {
+            BodyMalformed | QueryInvalid | PathInvalid | PageTokenInvalid | JobIdInvalid => {
+                StatusCode::BAD_REQUEST
+            }
+            Unauthenticated => StatusCode::UNAUTHORIZED,
+            Forbidden | HostNotAllowed => StatusCode::FORBIDDEN,
+            RouteNotFound | CatalogNotFound | DatabaseNotFound | TableNotFound | JobNotFound
+            | ActionNotFound => StatusCode::NOT_FOUND,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
+            | TableNotOwned | StagingMissing | JobExists | TransitionIllegal
+            | ActionNotSettleable | EngineJobIdTaken => StatusCode::CONFLICT,
+            BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ContentTypeUnsupported => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            BodyInvalid
+            | BodyUnreadable
+            | NameInvalid
+            | CatalogTypeMissing
+            | CatalogTypeUnknown
+            | CatalogOptionsMissing
+            | CatalogOptionsUnsupported
+            | CatalogOptionInvalid
+            | CatalogSecretsRequired
+            | OptionsInvalid
+            | CatalogTypeImmutable
+            | CommentInvalid
+            | CatalogOpenFailed
+            | TargetProtected
+            | TableInvalid
+            | TableUnsupported
+            | JobInvalid => StatusCode::UNPROCESSABLE_ENTITY,
+            CatalogUnavailable | CatalogRefused => StatusCode::BAD_GATEWAY,
+            TooManyConnections | StoreUnavailable | StoreNotReady => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        use ProblemCode::*;
+        match self {
+            BodyMalformed => "Malformed JSON",
+            BodyInvalid => "Invalid request body",
+            BodyTooLarge => "Request body too large",
+            BodyUnreadable => "Request body unreadable",
+            ContentTypeUnsupported => "Unsupported content type",
+            QueryInvalid => "Invalid query string",
+            PathInvalid => "Invalid path",
+            PageTokenInvalid => "Invalid page token",
+            NameInvalid => "Invalid name",
+            RouteNotFound => "Route not found",
+            MethodNotAllowed => "Method not allowed",
+            RequestTimeout => "Request timeout",
+            HeadersTooLarge => "Request headers too large",
+            Unauthenticated => "Authentication required",
+            Forbidden => "Forbidden",
+            HostNotAllowed => "Host not allowed",
+            TooManyConnections => "Too many connections",
+            CatalogNotFound => "Catalog not found",
+            CatalogExists => "Catalog already exists",
+            CatalogModified => "Concurrent modification",
+            CatalogInUse => "Catalog in use",
+            CatalogTypeMissing => "Catalog type missing",
+            CatalogTypeUnknown => "Unknown catalog type",
+            CatalogOptionsMissing => "Required options missing",
+            CatalogOptionsUnsupported => "Unsupported options",
+            CatalogOptionInvalid => "Invalid option value",
+            CatalogSecretsRequired => "Secrets required",
+            OptionsInvalid => "Invalid options",
+            CatalogTypeImmutable => "Catalog type cannot change",
+            CommentInvalid => "Invalid comment",
+            CatalogOpenFailed => "Catalog cannot be opened",
+            CatalogUnavailable => "Catalog unavailable",
+            CatalogRefused => "The catalog's system refused",
+            DatabaseNotFound => "Database not found",
+            TableNotFound => "Table not found",
+            TableExists => "Table already exists",
+            TargetMissing => "Table to replace does not exist",
+            TableNotOwned => "Table not ctasd's to replace",
+            TargetProtected => "Target is protected",
+            TableInvalid => "Invalid table",
+            TableUnsupported => "Table not supported",
+            StagingMissing => "Staging missing",
+            JobInvalid => "Invalid job",
+            JobIdInvalid => "Invalid job id",
+            JobExists => "Job already exists",
+            JobNotFound => "Job not found",
+            TransitionIllegal => "Illegal status transition",
+            ActionNotFound => "Action not found",
+            ActionNotSettleable => "Action cannot be settled so",
+            EngineJobIdTaken => "Engine job id taken",
+            StoreUnavailable => "Store unavailable",
+            StoreNotReady => "Store not ready",
+            Internal => "Internal error",
+        }
+    }
+
+    /// `CATALOG_NOT_FOUND`.
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
 
 /// One field that failed validation.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -48,11 +222,14 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong this time, in words.
     pub detail: String,
-    /// A stable, machine-readable code, e.g. `CATALOG_NOT_FOUND`.
-    pub code: String,
+    /// A stable, machine-readable code.
+    pub code: ProblemCode,
     /// Fields that failed validation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// For `TRANSITION_ILLEGAL`: the statuses the job may move to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub legal_next: Option<Vec<JobStatus>>,
     /// For server errors: the id under which the details were logged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_id: Option<String>,
@@ -60,28 +237,25 @@ pub struct Problem {
 
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    title: &'static str,
+    code: ProblemCode,
+    /// Where the code's own status is not the one: a catalog or database
+    /// named in a request body and missing is the request's fault (422).
+    status: Option<StatusCode>,
     detail: String,
     errors: Vec<FieldError>,
+    legal_next: Option<Vec<JobStatus>>,
     /// Logged, never sent.
     internal: Option<String>,
 }
 
 impl ApiError {
-    pub fn new(
-        status: StatusCode,
-        code: &'static str,
-        title: &'static str,
-        detail: impl Into<String>,
-    ) -> Self {
+    pub fn new(code: ProblemCode, detail: impl Into<String>) -> Self {
         Self {
-            status,
             code,
-            title,
+            status: None,
             detail: detail.into(),
             errors: Vec::new(),
+            legal_next: None,
             internal: None,
         }
     }
@@ -94,103 +268,55 @@ impl ApiError {
         self
     }
 
-    pub fn internal(error: impl std::fmt::Display) -> Self {
-        Self {
-            internal: Some(error.to_string()),
-            ..Self::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
-                "Internal error",
-                "the server failed",
-            )
+    /// With the field at fault, when there is one; the message is the detail.
+    fn at(self, field: Option<String>) -> Self {
+        match field {
+            Some(field) => {
+                let message = self.detail.clone();
+                self.with_field(field, message)
+            }
+            None => self,
         }
     }
 
-    pub fn route_not_found(path: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "ROUTE_NOT_FOUND",
-            "Route not found",
-            format!("no route for '{path}'"),
-        )
-    }
-
-    pub fn method_not_allowed(method: &str, path: &str) -> Self {
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "METHOD_NOT_ALLOWED",
-            "Method not allowed",
-            format!("{method} is not allowed on '{path}'"),
-        )
-    }
-
-    pub fn catalog_not_found(name: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "CATALOG_NOT_FOUND",
-            "Catalog not found",
-            format!("catalog '{name}' does not exist"),
-        )
-    }
-
-    pub fn timeout(seconds: u64) -> Self {
-        Self::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "REQUEST_TIMEOUT",
-            "Request timeout",
-            format!("the request did not complete within {seconds} s"),
-        )
-    }
-
-    pub fn headers_too_large(limit: usize) -> Self {
-        Self::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "HEADERS_TOO_LARGE",
-            "Request headers too large",
-            format!("the request's headers exceed {limit} bytes"),
-        )
-    }
-
     /// A name in the URL path that breaks the naming rules.
-    pub fn bad_path_name(error: NameError) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "NAME_INVALID",
-            "Invalid name",
-            error.to_string(),
-        )
+    pub fn bad_path_name(error: crate::domain::NameError) -> Self {
+        Self {
+            status: Some(StatusCode::BAD_REQUEST),
+            ..Self::new(ProblemCode::NameInvalid, error.to_string())
+        }
     }
 
-    /// A name in the request body that breaks the naming rules.
-    pub fn bad_body_name(field: &str, error: NameError) -> Self {
-        let message = error.to_string();
-        Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "NAME_INVALID",
-            "Invalid name",
-            message.clone(),
-        )
-        .with_field(field, message)
+    /// A server-side failure: the client sees a generic text and an id.
+    pub fn internal(code: ProblemCode, internal: impl std::fmt::Display, detail: &str) -> Self {
+        Self {
+            internal: Some(internal.to_string()),
+            ..Self::new(code, detail)
+        }
+    }
+
+    pub fn code(&self) -> ProblemCode {
+        self.code
     }
 
     fn problem_type(&self) -> String {
         format!(
             "urn:ctasd:problem:{}",
-            self.code.to_ascii_lowercase().replace('_', "-")
+            self.code.as_str().to_ascii_lowercase().replace('_', "-")
         )
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let error_id = self
-            .status
+        let status = self.status.unwrap_or(self.code.status());
+        let error_id = status
             .is_server_error()
             .then(|| uuid::Uuid::new_v4().to_string());
         if let Some(id) = &error_id {
             tracing::error!(
                 error_id = %id,
-                code = self.code,
+                code = %self.code.as_str(),
                 detail = %self.detail,
                 internal = self.internal.as_deref().unwrap_or(""),
                 "request failed"
@@ -198,14 +324,15 @@ impl IntoResponse for ApiError {
         }
         let problem = Problem {
             problem_type: self.problem_type(),
-            title: self.title.to_owned(),
-            status: self.status.as_u16(),
+            title: self.code.title().to_owned(),
+            status: status.as_u16(),
             detail: self.detail,
-            code: self.code.to_owned(),
+            code: self.code,
             errors: self.errors,
+            legal_next: self.legal_next,
             error_id,
         };
-        let mut response = (self.status, axum::Json(problem)).into_response();
+        let mut response = (status, axum::Json(problem)).into_response();
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
@@ -213,251 +340,154 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(error: StoreError) -> Self {
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        use ProblemCode as C;
         let detail = error.to_string();
         match error {
-            StoreError::CatalogExists(_) => Self::new(
-                StatusCode::CONFLICT,
-                "CATALOG_EXISTS",
-                "Catalog already exists",
-                detail,
-            ),
-            StoreError::CatalogNotFound(name) => Self::catalog_not_found(&name),
-            StoreError::Decision(DecisionError::NotFound { .. }) => Self::new(
-                StatusCode::NOT_FOUND,
-                "ACTION_NOT_FOUND",
-                "Action not found",
-                detail,
-            ),
-            StoreError::Decision(_) => Self::new(
-                StatusCode::CONFLICT,
-                "ACTION_NOT_SETTLEABLE",
-                "Action cannot be settled so",
-                detail,
-            ),
-            StoreError::EngineJobIdTaken(_) => Self::new(
-                StatusCode::CONFLICT,
-                "ENGINE_JOB_ID_TAKEN",
-                "Engine job id taken",
-                detail,
-            ),
-            StoreError::CatalogInUse { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "CATALOG_IN_USE",
-                "Catalog in use",
-                detail,
-            ),
-            StoreError::JobExists(_) => Self::new(
-                StatusCode::CONFLICT,
-                "JOB_EXISTS",
-                "Job already exists",
-                detail,
-            ),
-            StoreError::JobNotFound(_) => Self::new(
-                StatusCode::NOT_FOUND,
-                "JOB_NOT_FOUND",
-                "Job not found",
-                detail,
-            ),
-            StoreError::Transition(_) => Self::new(
-                StatusCode::CONFLICT,
-                "TRANSITION_ILLEGAL",
-                "Illegal status transition",
-                detail,
-            ),
-            StoreError::ConcurrentModification(_) => Self::new(
-                StatusCode::CONFLICT,
-                "CATALOG_MODIFIED",
-                "Concurrent modification",
-                detail,
-            ),
-            StoreError::NotReady(reason) => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "STORE_NOT_READY",
-                "Store not ready",
-                reason,
-            ),
-            StoreError::Unavailable(_) => Self {
-                internal: Some(detail),
-                ..Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "STORE_UNAVAILABLE",
-                    "Store unavailable",
-                    "the store cannot be reached; retry later",
-                )
-            },
-            StoreError::Secret { .. } | StoreError::InUse(_) | StoreError::Internal(_) => {
-                Self::internal(detail)
+            ServiceError::NameInvalid { field, message } => {
+                Self::new(C::NameInvalid, detail).with_field(field, message)
             }
+            ServiceError::Options(e) => {
+                let field = match &e {
+                    crate::domain::OptionsError::BadValue(key)
+                    | crate::domain::OptionsError::MaskAsValue(key) => format!("options.{key}"),
+                    _ => "options".to_owned(),
+                };
+                Self::new(C::OptionsInvalid, detail.clone()).with_field(field, detail)
+            }
+            ServiceError::Validation(e) => validation(e),
+            ServiceError::Alter(e) => {
+                let (code, field) = match e {
+                    crate::domain::catalog::AlterError::CommentTooLong => {
+                        (C::CommentInvalid, "comment")
+                    }
+                    _ => (C::CatalogTypeImmutable, "options.type"),
+                };
+                Self::new(code, detail.clone()).with_field(field, detail)
+            }
+            ServiceError::CatalogOpenFailed(_) => Self::new(C::CatalogOpenFailed, detail),
+            ServiceError::CatalogNotFound {
+                field: Some(field), ..
+            } => Self::new(C::CatalogNotFound, detail)
+                .at(Some(field))
+                .unprocessable(),
+            ServiceError::CatalogNotFound { field: None, .. } => {
+                Self::new(C::CatalogNotFound, detail)
+            }
+            ServiceError::CatalogExists(_) => Self::new(C::CatalogExists, detail),
+            ServiceError::CatalogInUse(_) => Self::new(C::CatalogInUse, detail),
+            ServiceError::CatalogModified(_) => Self::new(C::CatalogModified, detail),
+            ServiceError::CatalogUnavailable(_) => Self::new(C::CatalogUnavailable, detail),
+            ServiceError::CatalogRefused(_) => Self::new(C::CatalogRefused, detail),
+            ServiceError::DatabaseNotFound {
+                field: Some(field), ..
+            } => Self::new(C::DatabaseNotFound, detail)
+                .at(Some(field))
+                .unprocessable(),
+            ServiceError::DatabaseNotFound { field: None, .. } => {
+                Self::new(C::DatabaseNotFound, detail)
+            }
+            ServiceError::TableNotFound(_) => Self::new(C::TableNotFound, detail),
+            ServiceError::TableExists { field, .. } => {
+                Self::new(C::TableExists, detail).with_field(field, "already exists")
+            }
+            ServiceError::TargetMissing { field, .. } => {
+                Self::new(C::TargetMissing, detail).with_field(field, "does not exist")
+            }
+            ServiceError::TableNotOwned { field, .. } => match field {
+                Some(field) => {
+                    Self::new(C::TableNotOwned, detail).with_field(field, "not ctasd's to replace")
+                }
+                None => Self::new(C::TableNotOwned, detail),
+            },
+            ServiceError::TargetProtected { field, .. } => {
+                Self::new(C::TargetProtected, detail).at(Some(field))
+            }
+            ServiceError::TableInvalid { field, .. } => {
+                Self::new(C::TableInvalid, detail).at(Some(field))
+            }
+            ServiceError::TableUnsupported { field, .. } => {
+                Self::new(C::TableUnsupported, detail).at(field)
+            }
+            ServiceError::StagingMissing(_) => Self::new(C::StagingMissing, detail),
+            ServiceError::JobInvalid { field, .. } => {
+                Self::new(C::JobInvalid, detail).at(Some(field))
+            }
+            ServiceError::JobExists(_) => Self::new(C::JobExists, detail),
+            ServiceError::JobNotFound(_) => Self::new(C::JobNotFound, detail),
+            ServiceError::Transition(e) => {
+                let from = match e {
+                    TransitionError::Terminal { from, .. }
+                    | TransitionError::Illegal { from, .. } => from,
+                };
+                Self {
+                    legal_next: Some(from.legal_next().to_vec()),
+                    ..Self::new(C::TransitionIllegal, detail)
+                }
+            }
+            ServiceError::Decision(DecisionError::NotFound { .. }) => {
+                Self::new(C::ActionNotFound, detail)
+            }
+            ServiceError::Decision(_) => Self::new(C::ActionNotSettleable, detail),
+            ServiceError::EngineJobIdTaken(_) => Self::new(C::EngineJobIdTaken, detail),
+            ServiceError::StoreUnavailable(_) => Self::internal(
+                C::StoreUnavailable,
+                detail,
+                "the store cannot be reached; retry later",
+            ),
+            ServiceError::StoreNotReady(reason) => Self::new(C::StoreNotReady, reason),
+            ServiceError::Internal(_) => Self::internal(C::Internal, detail, "the server failed"),
         }
     }
 }
 
-impl From<OptionsError> for ApiError {
-    fn from(error: OptionsError) -> Self {
-        let field = match &error {
-            OptionsError::BadValue(key) | OptionsError::MaskAsValue(key) => {
-                format!("options.{key}")
-            }
-            _ => "options".to_owned(),
-        };
-        let message = error.to_string();
-        Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "OPTIONS_INVALID",
-            "Invalid options",
-            message.clone(),
-        )
-        .with_field(field, message)
+impl ApiError {
+    /// A missing catalog or database named in a request body is the
+    /// request's fault: 422, not 404.
+    fn unprocessable(self) -> Self {
+        Self {
+            status: Some(StatusCode::UNPROCESSABLE_ENTITY),
+            ..self
+        }
     }
 }
 
-impl From<ValidationError> for ApiError {
-    fn from(error: ValidationError) -> Self {
-        let detail = error.to_string();
-        let invalid = |code, title| {
-            Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                code,
-                title,
-                detail.clone(),
-            )
-        };
-        match &error {
-            ValidationError::MissingType => invalid("CATALOG_TYPE_MISSING", "Catalog type missing")
-                .with_field("options.type", "required option is missing"),
-            ValidationError::UnknownType { available, .. } => {
-                invalid("CATALOG_TYPE_UNKNOWN", "Unknown catalog type").with_field(
-                    "options.type",
-                    format!("unknown catalog type; available: {}", available.join(", ")),
-                )
-            }
-            ValidationError::MissingOptions { missing } => missing.iter().fold(
-                invalid("CATALOG_OPTIONS_MISSING", "Required options missing"),
-                |e, key| e.with_field(format!("options.{key}"), "required option is missing"),
+fn validation(error: ValidationError) -> ApiError {
+    use ProblemCode as C;
+    let detail = error.to_string();
+    let invalid = |code| ApiError::new(code, detail.clone());
+    match &error {
+        ValidationError::MissingType => {
+            invalid(C::CatalogTypeMissing).with_field("options.type", "required option is missing")
+        }
+        ValidationError::UnknownType { available, .. } => invalid(C::CatalogTypeUnknown)
+            .with_field(
+                "options.type",
+                format!("unknown catalog type; available: {}", available.join(", ")),
             ),
-            ValidationError::UnsupportedOptions { unsupported, .. } => unsupported.iter().fold(
-                invalid("CATALOG_OPTIONS_UNSUPPORTED", "Unsupported options"),
-                |e, key| e.with_field(format!("options.{key}"), "unsupported option"),
-            ),
-            ValidationError::InvalidValue { key, reason } => {
-                invalid("CATALOG_OPTION_INVALID", "Invalid option value")
-                    .with_field(format!("options.{key}"), reason.clone())
-            }
-            ValidationError::SecretsRequired { missing, .. } => missing.iter().fold(
-                invalid("CATALOG_SECRETS_REQUIRED", "Secrets required"),
-                |e, key| {
+        ValidationError::MissingOptions { missing } => missing
+            .iter()
+            .fold(invalid(C::CatalogOptionsMissing), |e, key| {
+                e.with_field(format!("options.{key}"), "required option is missing")
+            }),
+        ValidationError::UnsupportedOptions { unsupported, .. } => unsupported
+            .iter()
+            .fold(invalid(C::CatalogOptionsUnsupported), |e, key| {
+                e.with_field(format!("options.{key}"), "unsupported option")
+            }),
+        ValidationError::InvalidValue { key, reason } => {
+            invalid(C::CatalogOptionInvalid).with_field(format!("options.{key}"), reason.clone())
+        }
+        ValidationError::SecretsRequired { missing, .. } => {
+            missing
+                .iter()
+                .fold(invalid(C::CatalogSecretsRequired), |e, key| {
                     e.with_field(
                         format!("set.{key}"),
                         "give it again: the catalog is pointed somewhere new",
                     )
-                },
-            ),
-        }
-    }
-}
-
-impl From<OpenOrInvalid> for ApiError {
-    fn from(error: OpenOrInvalid) -> Self {
-        match error {
-            OpenOrInvalid::Invalid(e) => e.into(),
-            OpenOrInvalid::Open(e) => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "CATALOG_OPEN_FAILED",
-                "Catalog cannot be opened",
-                e.to_string(),
-            ),
-        }
-    }
-}
-
-impl From<AlterError> for ApiError {
-    fn from(error: AlterError) -> Self {
-        match error {
-            AlterError::Options(e) => e.into(),
-            AlterError::TypeReset | AlterError::TypeChanged { .. } => {
-                let message = error.to_string();
-                Self::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "CATALOG_TYPE_IMMUTABLE",
-                    "Catalog type cannot change",
-                    message.clone(),
-                )
-                .with_field("options.type", message)
-            }
-            AlterError::CommentTooLong => {
-                let message = error.to_string();
-                Self::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "COMMENT_INVALID",
-                    "Invalid comment",
-                    message.clone(),
-                )
-                .with_field("comment", message)
-            }
-        }
-    }
-}
-
-impl From<CatalogError> for ApiError {
-    fn from(error: CatalogError) -> Self {
-        let detail = error.to_string();
-        match error {
-            CatalogError::DatabaseNotFound(_) => Self::new(
-                StatusCode::NOT_FOUND,
-                "DATABASE_NOT_FOUND",
-                "Database not found",
-                detail,
-            ),
-            CatalogError::TableNotFound { .. } => Self::new(
-                StatusCode::NOT_FOUND,
-                "TABLE_NOT_FOUND",
-                "Table not found",
-                detail,
-            ),
-            CatalogError::TableExists { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "TABLE_EXISTS",
-                "Table already exists",
-                detail,
-            ),
-            CatalogError::StagingMissing { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "STAGING_MISSING",
-                "Staging missing",
-                detail,
-            ),
-            CatalogError::Unsupported(_) => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "TABLE_UNSUPPORTED",
-                "Table not supported",
-                detail,
-            ),
-            CatalogError::NotOwned { .. } => Self::new(
-                StatusCode::CONFLICT,
-                "TABLE_NOT_OWNED",
-                "Table not ctasd's to replace",
-                detail,
-            ),
-            CatalogError::Protected(_) => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "TARGET_PROTECTED",
-                "Target is protected",
-                detail,
-            ),
-            CatalogError::Unavailable(_) => Self::new(
-                StatusCode::BAD_GATEWAY,
-                "CATALOG_UNAVAILABLE",
-                "Catalog unavailable",
-                detail,
-            ),
-            CatalogError::Refused(_) => Self::new(
-                StatusCode::BAD_GATEWAY,
-                "CATALOG_REFUSED",
-                "The catalog's system refused",
-                detail,
-            ),
+                })
         }
     }
 }

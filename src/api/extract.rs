@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::error::ApiError;
+use super::error::{ApiError, ProblemCode};
 
 /// `axum::Json` with problem+json rejections.
 pub struct ApiJson<T>(pub T);
@@ -31,29 +31,19 @@ where
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     match rejection {
         JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "CONTENT_TYPE_UNSUPPORTED",
-            "Unsupported content type",
+            ProblemCode::ContentTypeUnsupported,
             "the request body must be JSON, sent with 'Content-Type: application/json'",
         ),
-        JsonRejection::JsonSyntaxError(e) => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "BODY_MALFORMED",
-            "Malformed JSON",
-            strip_prefix(&e.body_text()),
-        ),
+        JsonRejection::JsonSyntaxError(e) => {
+            ApiError::new(ProblemCode::BodyMalformed, strip_prefix(&e.body_text()))
+        }
         JsonRejection::JsonDataError(e) => {
             let message = strip_prefix(&e.body_text());
             // serde_path_to_error writes `path.to.field: what went wrong`.
             let field = message
                 .split_once(": ")
                 .filter(|(path, _)| !path.contains(' '));
-            let error = ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "BODY_INVALID",
-                "Invalid request body",
-                message.clone(),
-            );
+            let error = ApiError::new(ProblemCode::BodyInvalid, message.clone());
             match field {
                 Some((path, what)) => error.with_field(path, what),
                 None => error,
@@ -61,18 +51,11 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         }
         JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "BODY_TOO_LARGE",
-                "Request body too large",
+                ProblemCode::BodyTooLarge,
                 "the request body is larger than the configured limit (CTASD_MAX_BODY_BYTES)",
             )
         }
-        other => ApiError::new(
-            other.status(),
-            "BODY_UNREADABLE",
-            "Request body unreadable",
-            other.body_text(),
-        ),
+        other => ApiError::new(ProblemCode::BodyUnreadable, other.body_text()),
     }
 }
 
@@ -104,19 +87,9 @@ where
                     .map(|(_, m)| m)
                     .unwrap_or(&message)
                     .to_owned();
-                Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "QUERY_INVALID",
-                    "Invalid query string",
-                    message,
-                ))
+                Err(ApiError::new(ProblemCode::QueryInvalid, message))
             }
-            Err(other) => Err(ApiError::new(
-                other.status(),
-                "QUERY_INVALID",
-                "Invalid query string",
-                other.body_text(),
-            )),
+            Err(other) => Err(ApiError::new(ProblemCode::QueryInvalid, other.body_text())),
         }
     }
 }
@@ -135,13 +108,6 @@ where
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(value)| Self(value))
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "PATH_INVALID",
-                    "Invalid path",
-                    e.body_text(),
-                )
-            })
+            .map_err(|e| ApiError::new(ProblemCode::PathInvalid, e.body_text()))
     }
 }

@@ -1,5 +1,6 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (the store is
-//! reachable and migrated). Neither needs authentication.
+//! reachable, migrated and whole). Neither needs authentication: their
+//! handlers ask for no permission.
 
 use axum::extract::State;
 use serde::Serialize;
@@ -23,7 +24,7 @@ pub struct Health {
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "Alive", body = Health)))]
+#[utoipa::path(get, path = "/healthz", tag = "health", security(()), responses((status = 200, description = "Alive", body = Health)))]
 async fn healthz() -> axum::Json<Health> {
     axum::Json(Health {
         status: "ok".into(),
@@ -36,13 +37,14 @@ async fn healthz() -> axum::Json<Health> {
     get,
     path = "/readyz",
     tag = "health",
+    security(()),
     responses(
         (status = 200, description = "Ready", body = Health),
         (status = 503, description = "`STORE_UNAVAILABLE`, or `STORE_NOT_READY` (migrations missing, or the store's schema damaged)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn readyz(State(state): State<AppState>) -> Result<axum::Json<Health>, ApiError> {
-    state.store.check_ready().await?;
+    state.services.ready().await?;
     Ok(axum::Json(Health {
         status: "ready".into(),
     }))

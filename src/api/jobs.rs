@@ -1,38 +1,30 @@
 //! `/v1/jobs`: submit CTAS jobs and report their status.
 //!
-//! Submission checks every target against its live catalog (exists or not as
-//! the kind requires, the database exists, every column type fits the
-//! system) before anything is stored or created. A status report moves the
-//! job and records the implied actions in one store transaction, then runs
-//! them and answers with their results.
+//! The rules (planning hooks against their catalogs, moving jobs, running
+//! their actions) live in [`crate::service`]; here are the routes, their
+//! JSON and their answers.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, Problem};
-use super::extract::ApiQuery;
-use super::extract::{ApiJson, ApiPath};
+use super::auth::{Authorized, need};
+use super::error::{ApiError, Problem, ProblemCode};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::{AppState, page};
-use crate::catalog::{CatalogError, FactoryRegistry, WriteLocation};
-use crate::domain::hook::{
-    ActionRecord, Decision, HookKind, JobFilter, JobRecord, NewHook, NewJob, Settlement,
-};
-use crate::domain::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
+use crate::domain::WriteLocation;
+use crate::domain::hook::{HookKind, JobFilter, JobRecord};
+use crate::domain::job::{JobId, JobMode, JobStatus};
+use crate::domain::ledger::{ActionRecord, ActionState, Decision, HookAction, Settlement};
 use crate::domain::table::TableDefinition;
-use crate::domain::{CatalogName, ObjectName};
-use crate::hooks::staging_of;
-use crate::store::StoreError;
-
-const MAX_HOOKS: usize = 64;
+use crate::service::{self, HookRequest, JobRequest, Submission, WriteLocations};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -99,6 +91,31 @@ pub struct SubmitJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_job_id: Option<String>,
     pub hooks: Vec<SubmitHook>,
+}
+
+impl From<SubmitJob> for JobRequest {
+    fn from(job: SubmitJob) -> Self {
+        JobRequest {
+            id: job.id,
+            name: job.name,
+            mode: job.mode,
+            statement: job.statement,
+            engine_job_id: job.engine_job_id,
+            hooks: job
+                .hooks
+                .into_iter()
+                .map(|hook| HookRequest {
+                    kind: hook.kind,
+                    catalog: hook.target.catalog,
+                    database: hook.target.database,
+                    table: hook.target.table,
+                    if_not_exists: hook.if_not_exists,
+                    definition: hook.table,
+                    properties: hook.table_properties,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -186,11 +203,9 @@ impl StatusReport {
         let mut engine_times = BTreeMap::new();
         for (status, millis) in self.timestamps.into_iter().filter(|(_, m)| *m > 0) {
             let at = DateTime::from_timestamp_millis(millis).ok_or_else(|| {
-                invalid(
-                    format!("timestamps.{status}"),
-                    "BODY_INVALID",
-                    format!("{millis} is not a time in milliseconds since the epoch"),
-                )
+                let message = format!("{millis} is not a time in milliseconds since the epoch");
+                ApiError::new(ProblemCode::BodyInvalid, message.clone())
+                    .with_field(format!("timestamps.{status}"), message)
             })?;
             engine_times.insert(status, at);
         }
@@ -227,34 +242,26 @@ fn action_view(action: &ActionRecord) -> Action {
     }
 }
 
-fn job_view(registry: &FactoryRegistry, job: &JobRecord) -> Job {
+fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
     let hooks = job
         .hooks
         .iter()
+        .zip(locations)
         .enumerate()
-        .map(|(index, hook)| {
-            let staged = job.mode == JobMode::Batch;
-            let location = staging_of(job, index as u32, hook)
-                .ok()
-                .filter(|_| !hook.skipped)
-                .and_then(|staging| {
-                    registry.write_location(&hook.catalog.options, &staging, staged)
-                });
-            Hook {
-                index: index as u32,
-                kind: hook.kind,
-                target: Target {
-                    catalog: hook.catalog.name.to_string(),
-                    database: Some(hook.database.clone()),
-                    table: hook.table.clone(),
-                },
-                if_not_exists: hook.if_not_exists,
-                skipped: hook.skipped,
-                table: TableDefinition::from_properties(&hook.table_properties)
-                    .expect("stored properties were validated at submission"),
-                table_properties: hook.table_properties.clone(),
-                write_location: location,
-            }
+        .map(|(index, (hook, location))| Hook {
+            index: index as u32,
+            kind: hook.kind,
+            target: Target {
+                catalog: hook.catalog.name.to_string(),
+                database: Some(hook.database.clone()),
+                table: hook.table.clone(),
+            },
+            if_not_exists: hook.if_not_exists,
+            skipped: hook.skipped,
+            table: TableDefinition::from_properties(&hook.table_properties)
+                .expect("stored properties were validated at submission"),
+            table_properties: hook.table_properties.clone(),
+            write_location: location,
         })
         .collect();
     Job {
@@ -286,42 +293,6 @@ fn job_view(registry: &FactoryRegistry, job: &JobRecord) -> Job {
     }
 }
 
-fn invalid(field: String, code: &'static str, message: String) -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        code,
-        "Invalid job",
-        message.clone(),
-    )
-    .with_field(field, message)
-}
-
-fn fingerprint(request: &SubmitJob) -> String {
-    let canonical = serde_json::to_vec(request).expect("a request serializes");
-    Sha256::digest(canonical)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// An existing job with the same id: the same one again (200), or a clash (409).
-fn resubmitted(
-    registry: &FactoryRegistry,
-    existing: &JobRecord,
-    fingerprint: &str,
-) -> Result<Response, ApiError> {
-    if existing.fingerprint == fingerprint {
-        Ok(axum::Json(job_view(registry, existing)).into_response())
-    } else {
-        Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "JOB_EXISTS",
-            "Job already exists",
-            format!("job '{}' exists with a different submission", existing.id),
-        ))
-    }
-}
-
 /// Submit a job: its hooks are checked against the live catalogs; nothing is created yet.
 #[utoipa::path(
     post,
@@ -343,244 +314,29 @@ fn resubmitted(
     )
 )]
 async fn submit_job(
+    _: Authorized<need::SubmitJobs>,
     State(state): State<AppState>,
     ApiJson(request): ApiJson<SubmitJob>,
 ) -> Result<Response, ApiError> {
-    let id = match &request.id {
-        Some(id) => {
-            JobId::parse(id).map_err(|e| invalid("id".into(), "JOB_INVALID", e.to_string()))?
+    let submission = state.services.submit_job(request.into()).await?;
+    Ok(match submission {
+        Submission::Created(record) => {
+            let location = format!("/v1/jobs/{}", record.id);
+            let location = HeaderValue::from_str(&location).expect("job ids are hex");
+            let body = axum::Json(view(&state, &record));
+            (StatusCode::CREATED, [(header::LOCATION, location)], body).into_response()
         }
-        None => JobId::generate(),
-    };
-    if request.name.trim().is_empty() || request.name.chars().count() > 256 {
-        return Err(invalid(
-            "name".into(),
-            "JOB_INVALID",
-            "name must be 1 to 256 characters".into(),
-        ));
-    }
-    if let Some(engine_job_id) = &request.engine_job_id {
-        check_engine_job_id(engine_job_id)
-            .map_err(|m| invalid("engine_job_id".into(), "JOB_INVALID", m))?;
-    }
-    if request.hooks.is_empty() || request.hooks.len() > MAX_HOOKS {
-        return Err(invalid(
-            "hooks".into(),
-            "JOB_INVALID",
-            format!("a job has 1 to {MAX_HOOKS} hooks"),
-        ));
-    }
-    let fingerprint = fingerprint(&SubmitJob {
-        id: Some(id.to_string()),
-        ..request.clone()
-    });
-    if let Some(existing) = state.store.get_job(&id).await? {
-        return resubmitted(state.catalogs.registry(), &existing, &fingerprint);
-    }
-    let mut hooks = Vec::with_capacity(request.hooks.len());
-    let mut targets = BTreeSet::new();
-    for (index, hook) in request.hooks.iter().enumerate() {
-        let checked = check_hook(&state, index, hook).await?;
-        if !targets.insert((
-            checked.catalog.name.clone(),
-            checked.database.clone(),
-            checked.table.clone(),
-        )) {
-            return Err(invalid(
-                format!("hooks[{index}].target"),
-                "JOB_INVALID",
-                "two hooks of one job name the same target".into(),
-            ));
-        }
-        hooks.push(checked);
-    }
-    let job = NewJob {
-        id,
-        name: request.name,
-        mode: request.mode,
-        statement: request.statement,
-        engine_job_id: request.engine_job_id,
-        fingerprint,
-        hooks,
-    };
-    let record = match state.store.insert_job(&job).await {
-        Ok(record) => record,
-        Err(StoreError::JobExists(_)) => {
-            let existing = state
-                .store
-                .get_job(&job.id)
-                .await?
-                .ok_or_else(|| ApiError::internal("job vanished"))?;
-            return resubmitted(state.catalogs.registry(), &existing, &job.fingerprint);
-        }
-        Err(StoreError::CatalogNotFound(name)) => {
-            let index = job
-                .hooks
-                .iter()
-                .position(|h| h.catalog.name.as_str() == name);
-            return Err(invalid(
-                format!("hooks[{}].target.catalog", index.unwrap_or_default()),
-                "CATALOG_NOT_FOUND",
-                format!("catalog '{name}' was dropped while the job was submitted"),
-            ));
-        }
-        Err(error) => return Err(error.into()),
-    };
-    tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), "job submitted");
-    let mut headers = HeaderMap::new();
-    let location = format!("/v1/jobs/{}", record.id);
-    headers.insert(
-        header::LOCATION,
-        HeaderValue::from_str(&location).expect("job ids are hex"),
-    );
-    Ok((
-        StatusCode::CREATED,
-        headers,
-        axum::Json(job_view(state.catalogs.registry(), &record)),
-    )
-        .into_response())
-}
-
-/// An engine's job id: 1 to 128 printable characters (Flink's are 32 hex).
-fn check_engine_job_id(id: &str) -> Result<(), String> {
-    if id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control) {
-        return Err("engine_job_id must be 1 to 128 characters without control characters".into());
-    }
-    Ok(())
-}
-
-/// Checks one hook against its live catalog and takes the catalog snapshot.
-async fn check_hook(
-    state: &AppState,
-    index: usize,
-    hook: &SubmitHook,
-) -> Result<NewHook, ApiError> {
-    let field = |name: &str| format!("hooks[{index}].{name}");
-    let catalog_name = CatalogName::parse(&hook.target.catalog)
-        .map_err(|e| invalid(field("target.catalog"), "NAME_INVALID", e.to_string()))?;
-    let record = state
-        .store
-        .get_catalog(&catalog_name)
-        .await?
-        .ok_or_else(|| {
-            invalid(
-                field("target.catalog"),
-                "CATALOG_NOT_FOUND",
-                format!("catalog '{catalog_name}' does not exist"),
-            )
-        })?;
-    let live = state.catalogs.get(&record).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "CATALOG_UNAVAILABLE",
-            "Catalog unavailable",
-            e.to_string(),
-        )
-    })?;
-    let database = hook
-        .target
-        .database
-        .clone()
-        .unwrap_or_else(|| live.default_database().to_owned());
-    ObjectName::parse("database name", &database)
-        .map_err(|e| invalid(field("target.database"), "NAME_INVALID", e.to_string()))?;
-    ObjectName::parse("table name", &hook.target.table)
-        .map_err(|e| invalid(field("target.table"), "NAME_INVALID", e.to_string()))?;
-    let definition = match (&hook.table, &hook.table_properties) {
-        (Some(table), None) => {
-            table
-                .validate()
-                .map_err(|e| invalid(field("table"), "TABLE_INVALID", e.to_string()))?;
-            table.clone()
-        }
-        (None, Some(properties)) => TableDefinition::from_properties(properties)
-            .map_err(|e| invalid(field("table_properties"), "TABLE_INVALID", e.to_string()))?,
-        _ => {
-            return Err(invalid(
-                field("table"),
-                "TABLE_INVALID",
-                "give the table either as 'table' or as 'table_properties', not both or neither"
-                    .into(),
-            ));
-        }
-    };
-    if !live.list_databases().await?.contains(&database) {
-        return Err(invalid(
-            field("target.database"),
-            "DATABASE_NOT_FOUND",
-            format!("database '{database}' does not exist in catalog '{catalog_name}'"),
-        ));
-    }
-    let exists = live.table_exists(&database, &hook.target.table).await?;
-    live.check_target(&database, &hook.target.table, &definition, exists)
-        .await
-        .map_err(|e| match e {
-            CatalogError::Unsupported(message) => {
-                invalid(field("table"), "TABLE_UNSUPPORTED", message)
-            }
-            CatalogError::Protected(message) => {
-                invalid(field("target"), "TARGET_PROTECTED", message)
-            }
-            other => other.into(),
-        })?;
-    let target = format!("{catalog_name}.{database}.{}", hook.target.table);
-    let skipped = match (hook.kind, exists) {
-        (HookKind::CreateTableAs, true) if hook.if_not_exists => true,
-        (HookKind::CreateTableAs, true) => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "TABLE_EXISTS",
-                "Table already exists",
-                format!("target {target} already exists (set if_not_exists to skip it)"),
-            )
-            .with_field(field("target"), "already exists"));
-        }
-        (HookKind::ReplaceTableAs, false) => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "TARGET_MISSING",
-                "Table to replace does not exist",
-                format!("target {target} does not exist; replace_table_as needs it"),
-            )
-            .with_field(field("target"), "does not exist"));
-        }
-        _ => false,
-    };
-    if exists && !skipped {
-        live.check_replaceable(&database, &hook.target.table)
-            .await
-            .map_err(|e| ApiError::from(e).with_field(field("target"), "not ctasd's to replace"))?;
-    }
-    Ok(NewHook {
-        kind: hook.kind,
-        database,
-        table: hook.target.table.clone(),
-        if_not_exists: hook.if_not_exists,
-        skipped,
-        table_properties: definition.to_properties(),
-        catalog: record.descriptor,
+        Submission::Existing(record) => axum::Json(view(&state, &record)).into_response(),
     })
-}
-
-/// The job named in the path, or 400 / 404.
-async fn load_job(state: &AppState, job: &str) -> Result<JobRecord, ApiError> {
-    let id = path_job_id(job)?;
-    Ok(state
-        .store
-        .get_job(&id)
-        .await?
-        .ok_or(StoreError::JobNotFound(id.to_string()))?)
 }
 
 fn path_job_id(job: &str) -> Result<JobId, ApiError> {
-    JobId::parse(job).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "JOB_ID_INVALID",
-            "Invalid job id",
-            e.to_string(),
-        )
-    })
+    JobId::parse(job).map_err(|e| ApiError::new(ProblemCode::JobIdInvalid, e.to_string()))
+}
+
+/// The job as clients see it, with where its hooks write.
+fn view(state: &AppState, job: &JobRecord) -> Job {
+    job_view(job, state.services.write_locations(job))
 }
 
 /// A job: its hooks, where the engine writes, and its action ledger.
@@ -598,13 +354,12 @@ fn path_job_id(job: &str) -> Result<JobId, ApiError> {
     )
 )]
 async fn get_job(
+    _: Authorized<need::ReadJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
 ) -> Result<axum::Json<Job>, ApiError> {
-    Ok(axum::Json(job_view(
-        state.catalogs.registry(),
-        &load_job(&state, &job).await?,
-    )))
+    let record = state.services.job(&path_job_id(&job)?).await?;
+    Ok(axum::Json(view(&state, &record)))
 }
 
 /// Report a status change: moves the job, then runs the actions the status
@@ -628,20 +383,19 @@ async fn get_job(
     )
 )]
 async fn report_status(
+    _: Authorized<need::ReportStatus>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
     ApiJson(report): ApiJson<StatusReport>,
 ) -> Result<axum::Json<StatusOutcome>, ApiError> {
     let id = path_job_id(&job)?;
-    let report = report.into_domain()?;
-    let (_, transition) = state.store.transition_job(&id, &report).await?;
-    tracing::info!(job = %id, status = report.status.as_str(), ?transition, "status reported");
-    crate::fault::reached(crate::fault::Point::StatusStored);
-    let record = state.hooks.run_job(&id).await?;
-    let actions_taken = record.actions_of_last_move().map(action_view).collect();
+    let record = state
+        .services
+        .report_status(&id, &report.into_domain()?)
+        .await?;
     Ok(axum::Json(StatusOutcome {
-        actions_taken,
-        job: job_view(state.catalogs.registry(), &record),
+        actions_taken: record.actions_of_last_move().map(action_view).collect(),
+        job: view(&state, &record),
     }))
 }
 
@@ -684,6 +438,7 @@ pub struct JobPage {
     )
 )]
 async fn list_jobs(
+    _: Authorized<need::ReadJobs>,
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListJobsParams>,
 ) -> Result<Response, ApiError> {
@@ -700,14 +455,10 @@ async fn list_jobs(
     let mut page = page::BoundedPage::new("j", size, after);
     while let Some((after, limit)) = page.wants() {
         let jobs = state
-            .store
+            .services
             .list_jobs(&filter, after.as_ref(), limit)
             .await?;
-        page.take(
-            jobs,
-            |job| job.id.clone(),
-            |job| job_view(state.catalogs.registry(), job),
-        )?;
+        page.take(jobs, |job| job.id.clone(), |job| view(&state, job))?;
     }
     page.into_response("jobs")
 }
@@ -765,17 +516,20 @@ pub struct JobEvents {
     )
 )]
 async fn job_events(
+    _: Authorized<need::ReadJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
 ) -> Result<axum::Json<JobEvents>, ApiError> {
-    let record = load_job(&state, &job).await?;
-    let history = state.store.status_history(&record.id).await?;
-    // (time, order within the same instant, event): a status comes before the
-    // actions it recorded.
-    let mut events: Vec<(DateTime<Utc>, u8, i64, JobEvent)> = history
-        .into_iter()
-        .enumerate()
-        .map(|(i, change)| {
+    let history = state.services.job_events(&path_job_id(&job)?).await?;
+    Ok(axum::Json(JobEvents::from(history)))
+}
+
+impl From<service::JobEvents> for JobEvents {
+    /// Statuses, actions and decisions, oldest first; at one instant, a
+    /// status before the actions it recorded.
+    fn from(history: service::JobEvents) -> Self {
+        let mut events: Vec<(DateTime<Utc>, u8, i64, JobEvent)> = Vec::new();
+        for (i, change) in history.statuses.into_iter().enumerate() {
             let event = JobEvent::Status {
                 at: change.at,
                 from: change.from,
@@ -784,38 +538,38 @@ async fn job_events(
                 inferred: change.inferred,
                 engine_at: change.engine_at,
             };
-            (change.at, 0, i as i64, event)
-        })
-        .collect();
-    for action in &record.actions {
-        let at = if action.state == ActionState::Pending {
-            action.created_at
-        } else {
-            action.updated_at
-        };
-        let event = JobEvent::Action {
-            at,
-            hook: action.hook_index,
-            action: action.action,
-            state: action.state,
-            attempts: action.attempts,
-            outcome: action.outcome.clone(),
-            last_error: action.last_error.clone(),
-        };
-        events.push((at, 1, action.id, event));
+            events.push((change.at, 0, i as i64, event));
+        }
+        for action in &history.job.actions {
+            let at = if action.state == ActionState::Pending {
+                action.created_at
+            } else {
+                action.updated_at
+            };
+            let event = JobEvent::Action {
+                at,
+                hook: action.hook_index,
+                action: action.action,
+                state: action.state,
+                attempts: action.attempts,
+                outcome: action.outcome.clone(),
+                last_error: action.last_error.clone(),
+            };
+            events.push((at, 1, action.id, event));
+        }
+        for intervention in history.interventions {
+            let event = JobEvent::Intervention {
+                at: intervention.at,
+                action_id: intervention.action_id,
+                decision: intervention.decision,
+            };
+            events.push((intervention.at, 2, intervention.action_id, event));
+        }
+        events.sort_by_key(|e| (e.0, e.1, e.2));
+        Self {
+            events: events.into_iter().map(|(_, _, _, e)| e).collect(),
+        }
     }
-    for intervention in state.store.interventions(&record.id).await? {
-        let event = JobEvent::Intervention {
-            at: intervention.at,
-            action_id: intervention.action_id,
-            decision: intervention.decision,
-        };
-        events.push((intervention.at, 2, intervention.action_id, event));
-    }
-    events.sort_by_key(|e| (e.0, e.1, e.2));
-    Ok(axum::Json(JobEvents {
-        events: events.into_iter().map(|(_, _, _, e)| e).collect(),
-    }))
 }
 
 /// What may change about a job after submission.
@@ -847,23 +601,15 @@ pub struct JobUpdate {
     )
 )]
 async fn update_job(
+    _: Authorized<need::UpdateJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
     ApiJson(update): ApiJson<JobUpdate>,
 ) -> Result<axum::Json<Job>, ApiError> {
     let id = path_job_id(&job)?;
-    if let Some(engine_job_id) = &update.engine_job_id {
-        check_engine_job_id(engine_job_id)
-            .map_err(|m| invalid("engine_job_id".into(), "JOB_INVALID", m))?;
-    }
-    state
-        .store
-        .set_engine_job_id(&id, update.engine_job_id.as_deref())
-        .await?;
-    Ok(axum::Json(job_view(
-        state.catalogs.registry(),
-        &load_job(&state, &job).await?,
-    )))
+    let engine_job_id = update.engine_job_id.as_deref();
+    let record = state.services.set_engine_job_id(&id, engine_job_id).await?;
+    Ok(axum::Json(view(&state, &record)))
 }
 
 /// Settle a stuck or failed action: `retry` runs it again now (a failed one
@@ -889,6 +635,7 @@ async fn update_job(
     )
 )]
 async fn settle_action(
+    _: Authorized<need::OperateJobs>,
     State(state): State<AppState>,
     ApiPath((job, action, decision)): ApiPath<(String, i64, String)>,
 ) -> Result<axum::Json<Job>, ApiError> {
@@ -897,16 +644,10 @@ async fn settle_action(
         "retry" => Decision::Retry,
         "give-up" => Decision::GiveUp,
         other => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "PATH_INVALID",
-                "Invalid path",
-                format!("'{other}' is not a decision; use retry or give-up"),
-            ));
+            let detail = format!("'{other}' is not a decision; use retry or give-up");
+            return Err(ApiError::new(ProblemCode::PathInvalid, detail));
         }
     };
-    state.store.settle_action(&id, action, decision).await?;
-    tracing::info!(job = %id, action, decision = decision.as_str(), "operator settled an action");
-    let record = state.hooks.run_job(&id).await?;
-    Ok(axum::Json(job_view(state.catalogs.registry(), &record)))
+    let record = state.services.settle_action(&id, action, decision).await?;
+    Ok(axum::Json(view(&state, &record)))
 }

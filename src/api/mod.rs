@@ -1,6 +1,7 @@
 //! HTTP only: routing, the layer stack, and the OpenAPI document derived from
-//! the same routes. Handlers parse, call the domain, store and catalogs, and
-//! map results; they hold no rules of their own.
+//! the same routes. Handlers parse the request, call one use case of
+//! [`crate::service`], and map its answer; they hold no rules of their own
+//! and reach nothing below the services.
 
 pub mod auth;
 pub mod catalog_types;
@@ -25,18 +26,15 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::catalog::LiveCatalogs;
 use crate::config::ServeSettings;
-use crate::hooks::HookRunner;
-use crate::store::Store;
-use error::ApiError;
+use crate::service::Services;
+use auth::{Authorized, need};
+use error::{ApiError, ProblemCode};
 
-/// What every handler can reach.
+/// What every handler can reach: the use cases.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Arc<dyn Store>,
-    pub catalogs: Arc<LiveCatalogs>,
-    pub hooks: Arc<HookRunner>,
+    pub services: Arc<Services>,
 }
 
 #[derive(OpenApi)]
@@ -56,8 +54,9 @@ pub struct AppState {
 )]
 struct ApiDoc;
 
-/// Declares the bearer scheme, requires it on every operation but the health
-/// checks, and documents the 401 and 403 answers each of those can give.
+/// Declares the bearer scheme and requires it on every operation that does
+/// not declare its own security (the health checks declare none needed),
+/// documenting the 401 and 403 answers each of those can give.
 struct BearerAuth;
 
 impl utoipa::Modify for BearerAuth {
@@ -70,11 +69,12 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
-        for (path, item) in api.paths.paths.iter_mut() {
-            let open = path == "/healthz" || path == "/readyz";
+        for item in api.paths.paths.values_mut() {
             for operation in operations(item) {
-                if open {
-                    operation.security = Some(Vec::new());
+                if let Some(declared) = &mut operation.security {
+                    // `security(())` on a handler: open to anyone, which
+                    // OpenAPI spells as no requirement at all.
+                    declared.retain(|requirement| *requirement != SecurityRequirement::default());
                     continue;
                 }
                 operation.security = Some(vec![SecurityRequirement::new(
@@ -184,7 +184,7 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     };
     router
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
-        .layer(middleware::from_fn_with_state(tokens, auth::authorize))
+        .layer(middleware::from_fn_with_state(tokens, auth::authenticate))
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
         .layer(middleware::from_fn(move |request, next| header_limit(max_header_bytes, request, next)))
         .layer(CatchPanicLayer::custom(panic_answer))
@@ -198,12 +198,23 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
 }
 
-async fn route_not_found(uri: Uri) -> ApiError {
-    ApiError::route_not_found(uri.path())
+/// Needs a token, so that a 404 reveals nothing to a stranger.
+async fn route_not_found(_: Authorized<need::Authenticated>, uri: Uri) -> ApiError {
+    ApiError::new(
+        ProblemCode::RouteNotFound,
+        format!("no route for '{}'", uri.path()),
+    )
 }
 
-async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
-    ApiError::method_not_allowed(method.as_str(), uri.path())
+async fn method_not_allowed(
+    _: Authorized<need::Authenticated>,
+    method: Method,
+    uri: Uri,
+) -> ApiError {
+    ApiError::new(
+        ProblemCode::MethodNotAllowed,
+        format!("{method} is not allowed on '{}'", uri.path()),
+    )
 }
 
 /// Hyper's own limit is far higher and answers without a body; this one
@@ -215,7 +226,8 @@ async fn header_limit(limit: usize, request: Request, next: Next) -> Response {
         .map(|(name, value)| name.as_str().len() + value.len())
         .sum();
     if size > limit {
-        return ApiError::headers_too_large(limit).into_response();
+        let detail = format!("the request's headers exceed {limit} bytes");
+        return ApiError::new(ProblemCode::HeadersTooLarge, detail).into_response();
     }
     next.run(request).await
 }
@@ -228,13 +240,21 @@ fn panic_answer(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("a panic without a message");
-    ApiError::internal(format!("handler panicked: {message}")).into_response()
+    ApiError::internal(
+        ProblemCode::Internal,
+        format!("handler panicked: {message}"),
+        "the server failed",
+    )
+    .into_response()
 }
 
 async fn time_limit(limit: Duration, request: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => ApiError::timeout(limit.as_secs()).into_response(),
+        Err(_) => {
+            let detail = format!("the request did not complete within {} s", limit.as_secs());
+            ApiError::new(ProblemCode::RequestTimeout, detail).into_response()
+        }
     }
 }
 

@@ -5,13 +5,12 @@
 //! JSON reaches [`MAX_PAGE_BYTES`], so one list of large jobs can exhaust
 //! neither the server's memory nor the client's.
 
-use axum::http::StatusCode;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use axum::response::IntoResponse;
 
-use super::error::ApiError;
+use super::error::{ApiError, ProblemCode};
 
 pub const DEFAULT_PAGE_SIZE: u32 = 100;
 pub const MAX_PAGE_SIZE: u32 = 1000;
@@ -28,13 +27,10 @@ pub fn page_size(requested: Option<u32>) -> Result<u32, ApiError> {
         return Ok(size);
     }
     let message = format!("must be between 1 and {MAX_PAGE_SIZE}");
-    Err(ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "QUERY_INVALID",
-        "Invalid query string",
-        format!("page_size {message}"),
+    Err(
+        ApiError::new(ProblemCode::QueryInvalid, format!("page_size {message}"))
+            .with_field("page_size", message),
     )
-    .with_field("page_size", message))
 }
 
 /// A token for the page after `last`; `kind` keeps one list's tokens out of another.
@@ -55,9 +51,7 @@ pub fn decode_token<T>(
         .and_then(|text| text.strip_prefix(&format!("{kind}1:")).and_then(parse))
         .ok_or_else(|| {
             ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "PAGE_TOKEN_INVALID",
-                "Invalid page token",
+                ProblemCode::PageTokenInvalid,
                 "page_token is not a token this server issued for this list; start again without it",
             )
             .with_field("page_token", "not a token this server issued")
@@ -128,7 +122,7 @@ impl<K: Clone + std::fmt::Display> BoundedPage<K> {
             if self.count > 0 {
                 self.items.push(b',');
             }
-            serde_json::to_writer(&mut self.items, &view(row)).map_err(ApiError::internal)?;
+            serde_json::to_writer(&mut self.items, &view(row)).map_err(unserializable)?;
             self.count += 1;
             taken += 1;
             self.after = Some(key(row));
@@ -165,7 +159,7 @@ impl<K: Clone + std::fmt::Display> BoundedPage<K> {
         body.extend_from_slice(b"\":[");
         body.extend_from_slice(&self.items);
         body.extend_from_slice(b"],\"next_page_token\":");
-        serde_json::to_writer(&mut body, &token).map_err(ApiError::internal)?;
+        serde_json::to_writer(&mut body, &token).map_err(unserializable)?;
         body.push(b'}');
         Ok((
             [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -173,4 +167,8 @@ impl<K: Clone + std::fmt::Display> BoundedPage<K> {
         )
             .into_response())
     }
+}
+
+fn unserializable(error: serde_json::Error) -> ApiError {
+    ApiError::internal(ProblemCode::Internal, error, "the server failed")
 }

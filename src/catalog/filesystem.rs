@@ -29,14 +29,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
 use super::protected::{ProtectedPaths, canonical_directory};
+use super::registry::{CatalogFactory, FactoryError};
 use super::sink::file_uri;
 use super::{
     BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
     Staging, StagingKey, TableInfo, WriteLocation, defined_table, staging_missing,
     table_exists_error, table_not_found,
 };
+use crate::domain::options::{OptionSpec, ValidationError};
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
 use crate::fault::{self, Point};
@@ -140,7 +141,7 @@ impl CatalogFactory for FilesystemCatalogFactory {
         ]);
         WriteLocation {
             path: Some(path.display().to_string()),
-            ..WriteLocation::new("directory", name, staging, connector)
+            ..super::sink::write_location("directory", name, staging, connector)
         }
     }
 

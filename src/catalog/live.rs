@@ -5,16 +5,27 @@
 //! and registered again, by another request or replica is reopened on its
 //! next use instead of serving stale options. Opening happens outside the
 //! lock: a slow database never blocks requests for other catalogs.
+//!
+//! A job's hooks use the catalog as it was at submission (its snapshot).
+//! While the registered catalog still has those options, it is the one
+//! used (so an in-memory catalog is the one users browse); otherwise the
+//! snapshot is opened on its own, kept while it is used, and closed after
+//! [`SNAPSHOT_IDLE`] without use.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::RwLock;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, RwLock};
 
 use super::Catalog;
-use super::factory::{FactoryRegistry, OpenOrInvalid};
-use crate::domain::CatalogRecord;
+use super::registry::{FactoryRegistry, OpenOrInvalid};
+use crate::domain::{CatalogDescriptor, CatalogRecord};
+
+/// How long a catalog opened from a job's snapshot stays open unused.
+pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(300);
 
 struct Entry {
     created_at: DateTime<Utc>,
@@ -32,13 +43,93 @@ impl Entry {
 pub struct LiveCatalogs {
     registry: FactoryRegistry,
     open: RwLock<HashMap<String, Entry>>,
+    /// Catalogs opened from snapshots, by a digest of name and options
+    /// (no secret is kept as a key), with when each was last used.
+    snapshots: Mutex<HashMap<SnapshotKey, SnapshotCatalog>>,
 }
+
+struct SnapshotCatalog {
+    catalog: Arc<dyn Catalog>,
+    last_used: Instant,
+}
+
+/// A SHA-256 digest of a snapshot's catalog name and options.
+type SnapshotKey = [u8; 32];
 
 impl LiveCatalogs {
     pub fn new(registry: FactoryRegistry) -> Self {
         Self {
             registry,
             open: RwLock::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The catalog a hook with this snapshot uses: the registered one
+    /// (`registered`, as stored now) while its options are the snapshot's,
+    /// else one opened from the snapshot.
+    pub async fn for_snapshot(
+        &self,
+        registered: Option<&CatalogRecord>,
+        snapshot: &CatalogDescriptor,
+    ) -> Result<Arc<dyn Catalog>, OpenOrInvalid> {
+        if let Some(record) = registered.filter(|r| r.descriptor.options == snapshot.options) {
+            return self.get(record).await;
+        }
+        let key = snapshot_key(snapshot);
+        let idle = {
+            let mut snapshots = self.snapshots.lock().await;
+            let now = Instant::now();
+            if let Some(kept) = snapshots.get_mut(&key) {
+                kept.last_used = now;
+                return Ok(kept.catalog.clone());
+            }
+            let idle: Vec<SnapshotKey> = snapshots
+                .iter()
+                .filter(|(_, kept)| now.duration_since(kept.last_used) > SNAPSHOT_IDLE)
+                .map(|(key, _)| *key)
+                .collect();
+            idle.iter()
+                .filter_map(|key| snapshots.remove(key))
+                .map(|kept| kept.catalog)
+                .collect::<Vec<_>>()
+        };
+        for catalog in idle {
+            catalog.close().await;
+        }
+        let catalog = self
+            .registry
+            .open(&snapshot.name, &snapshot.options)
+            .await?;
+        let (kept, extra) = {
+            let mut snapshots = self.snapshots.lock().await;
+            match snapshots.get(&key) {
+                Some(existing) => (existing.catalog.clone(), Some(catalog)),
+                None => {
+                    let last_used = Instant::now();
+                    let kept = catalog.clone();
+                    snapshots.insert(key, SnapshotCatalog { catalog, last_used });
+                    (kept, None)
+                }
+            }
+        };
+        if let Some(extra) = extra {
+            extra.close().await;
+        }
+        Ok(kept)
+    }
+
+    /// Opens every catalog of `records` once, so the first requests after a
+    /// start find their connections ready. Failures are logged; the next
+    /// use tries again.
+    pub async fn warm_up(&self, records: &[CatalogRecord]) {
+        for record in records {
+            match self.get(record).await {
+                Ok(_) => tracing::info!(catalog = %record.descriptor.name, "catalog reopened"),
+                Err(error) => {
+                    tracing::warn!(catalog = %record.descriptor.name, %error, "catalog could not be reopened")
+                }
+            }
         }
     }
 
@@ -115,4 +206,16 @@ impl LiveCatalogs {
             entry.catalog.close().await;
         }
     }
+}
+
+fn snapshot_key(snapshot: &CatalogDescriptor) -> SnapshotKey {
+    let mut digest = Sha256::new();
+    digest.update(snapshot.name.as_str());
+    for (key, value) in snapshot.options.iter_plain() {
+        digest.update([0u8]);
+        digest.update(key);
+        digest.update([0u8]);
+        digest.update(value);
+    }
+    digest.finalize().into()
 }

@@ -7,12 +7,13 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 
-use super::factory::{CatalogFactory, FactoryError, OptionSpec};
+use super::registry::{CatalogFactory, FactoryError};
 use super::{
     BeginOutcome, Catalog, CatalogError, CommitOutcome, CreateOutcome, Publish, Staging, TableInfo,
     defined_table, staging_missing, table_exists_error, table_not_found,
 };
 use crate::domain::CatalogOptions;
+use crate::domain::options::OptionSpec;
 
 const DEFAULT_DATABASE: &str = "default";
 

@@ -1,80 +1,30 @@
 //! The external systems that hold tables.
 //!
 //! A [`Catalog`] is a live connection to one system (an in-memory map, a
-//! database server, a warehouse directory). Factories in [`factory`] validate
-//! options the way Flink's `FactoryUtil#createCatalog` does and open catalogs;
-//! [`live`] keeps opened catalogs, with their connection pools, between requests.
-//! Nothing here knows about HTTP or the store.
+//! database server, a warehouse directory). Factories ([`registry`], listed
+//! in [`builtin`]) validate options the way Flink's
+//! `FactoryUtil#createCatalog` does and open catalogs; [`live`] keeps opened
+//! catalogs, with their connection pools, between requests. Nothing here
+//! knows about HTTP or the store.
 
-pub mod factory;
+pub mod builtin;
 pub mod filesystem;
 pub mod jdbc;
 pub mod live;
 pub mod memory;
 pub mod protected;
+pub mod registry;
 pub mod sink;
 
 use async_trait::async_trait;
 
-pub use factory::{FactoryError, FactoryRegistry, OpenError, OptionSpec, ValidationError};
 pub use live::LiveCatalogs;
 pub use protected::ProtectedPaths;
-pub use sink::WriteLocation;
+pub use registry::{FactoryError, FactoryRegistry, OpenError, OpenOrInvalid};
 
+pub use crate::domain::staging::{Staging, StagingKey, WriteLocation};
 use crate::domain::table::TableDefinition;
-
-/// One column as the external system reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ColumnInfo {
-    pub name: String,
-    /// The system's own type name, e.g. `character varying(20)`.
-    pub data_type: String,
-    pub nullable: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableInfo {
-    pub database: String,
-    pub name: String,
-    pub columns: Vec<ColumnInfo>,
-    /// Flink connector options that read the table (no secrets), so a
-    /// reader job can be declared from them.
-    pub options: std::collections::BTreeMap<String, String>,
-}
-
-/// Names a hook's staging: the job id (32 hex digits) and the hook's index.
-/// Staging tables and directories are named after it, so they are found
-/// again after a crash and can never clash with a user's table (`_` prefix,
-/// hidden from browsing).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct StagingKey(String);
-
-impl StagingKey {
-    pub fn new(job_id: &str, hook_index: u32) -> Option<Self> {
-        let hex = job_id.len() == 32 && job_id.bytes().all(|b| b.is_ascii_hexdigit());
-        hex.then(|| Self(format!("{}_{hook_index}", job_id.to_ascii_lowercase())))
-    }
-
-    /// A key as written in a marker file, if it is one.
-    pub fn parse(text: &str) -> Option<Self> {
-        let (job, index) = text.split_once('_')?;
-        let index: u32 = index.parse().ok()?;
-        Self::new(job, index).filter(|key| key.0 == text)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A hook's target and its staging.
-#[derive(Debug, Clone)]
-pub struct Staging {
-    pub key: StagingKey,
-    pub database: String,
-    pub table: String,
-    pub definition: TableDefinition,
-}
+pub use crate::domain::table::{ColumnInfo, TableInfo};
 
 /// How a commit publishes the staging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,64 +5,40 @@
 
 use std::collections::BTreeMap;
 
-use super::Staging;
+use super::{Staging, WriteLocation};
 use crate::domain::options::is_sensitive;
 use crate::domain::table::TableDefinition;
 use crate::domain::types::DataType;
 
-/// Where the engine writes a hook's rows.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct WriteLocation {
-    /// `table`, `directory` or `memory`.
-    pub kind: String,
-    /// The table (or directory) the engine writes into: the hidden staging
-    /// for a batch job, the target itself for a streaming one.
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// The directory, as a path on the machine that holds the warehouse.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Flink connector options that write there.
-    pub sink_options: BTreeMap<String, String>,
-    /// The Flink SQL statement that declares the sink: run it, then
-    /// `INSERT INTO` the table it names. Secrets are left out (add the
-    /// `password` of a `jdbc` sink yourself).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sink_statement: Option<String>,
-}
-
-impl WriteLocation {
-    /// A location whose sink options are the table's own connector options
-    /// overlaid with `connector_options` (which say where), and whose
-    /// statement declares them. Sensitive options are left out.
-    pub fn new(
-        kind: &str,
-        name: String,
-        staging: &Staging,
-        connector_options: BTreeMap<String, String>,
-    ) -> Self {
-        let definition = &staging.definition;
-        let mut sink_options: BTreeMap<String, String> = definition
-            .options
-            .iter()
-            .filter(|(key, _)| !is_sensitive(key))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        sink_options.extend(connector_options);
-        let sink_statement = Some(sink_statement(
-            &format!("{}_sink", staging.table),
-            definition,
-            &sink_options,
-        ));
-        Self {
-            kind: kind.into(),
-            name,
-            url: None,
-            path: None,
-            sink_options,
-            sink_statement,
-        }
+/// A location whose sink options are the table's own connector options
+/// overlaid with `connector_options` (which say where), and whose
+/// statement declares them. Sensitive options are left out.
+pub fn write_location(
+    kind: &str,
+    name: String,
+    staging: &Staging,
+    connector_options: BTreeMap<String, String>,
+) -> WriteLocation {
+    let definition = &staging.definition;
+    let mut sink_options: BTreeMap<String, String> = definition
+        .options
+        .iter()
+        .filter(|(key, _)| !is_sensitive(key))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    sink_options.extend(connector_options);
+    let sink_statement = Some(sink_statement(
+        &format!("{}_sink", staging.table),
+        definition,
+        &sink_options,
+    ));
+    WriteLocation {
+        kind: kind.into(),
+        name,
+        url: None,
+        path: None,
+        sink_options,
+        sink_statement,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Jobs and their hooks as stored: what was submitted (with the catalog
-//! snapshot each hook uses), and the ledger of actions the hooks take.
+//! snapshot each hook uses), and what a hook's kind makes of its target.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::catalog::CatalogDescriptor;
-use super::job::{ActionState, HookAction, JobId, JobMode, JobStatus};
+use super::job::{JobId, JobMode, JobStatus};
+use super::ledger::{ActionRecord, ActionState, SUPERSEDED, Settlement};
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -39,6 +40,43 @@ impl HookKind {
         .into_iter()
         .find(|k| k.as_str() == s)
     }
+
+    /// What a hook of this kind does to its target, given whether the target
+    /// exists at submission: runs, is skipped (`if_not_exists` and the
+    /// target is there), or is refused.
+    pub fn against_target(
+        self,
+        exists: bool,
+        if_not_exists: bool,
+    ) -> Result<HookFate, TargetRefusal> {
+        match (self, exists) {
+            (HookKind::CreateTableAs, true) if if_not_exists => Ok(HookFate::Skipped),
+            (HookKind::CreateTableAs, true) => Err(TargetRefusal::Exists),
+            (HookKind::ReplaceTableAs, false) => Err(TargetRefusal::Missing),
+            (_, true) => Ok(HookFate::Replaces),
+            (_, false) => Ok(HookFate::Creates),
+        }
+    }
+}
+
+/// What a hook does, decided at submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookFate {
+    /// Its target does not exist: it is created.
+    Creates,
+    /// Its target exists and is replaced.
+    Replaces,
+    /// `if_not_exists` and the target exists: nothing happens.
+    Skipped,
+}
+
+/// Why a hook cannot take its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TargetRefusal {
+    #[error("already exists (set if_not_exists to skip it)")]
+    Exists,
+    #[error("does not exist; replace_table_as needs it")]
+    Missing,
 }
 
 /// A hook as submitted. `catalog` is the snapshot the hook will use even if
@@ -70,26 +108,6 @@ pub struct NewJob {
     pub hooks: Vec<NewHook>,
 }
 
-/// One action in the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActionRecord {
-    pub id: i64,
-    pub job_id: JobId,
-    pub hook_index: u32,
-    pub action: HookAction,
-    /// The status whose arrival recorded it.
-    pub trigger: JobStatus,
-    pub state: ActionState,
-    pub attempts: u32,
-    /// Leased by a runner right now (this process or another replica).
-    pub in_progress: bool,
-    pub last_error: Option<String>,
-    /// What the action found or did, e.g. `committed`, `already committed`.
-    pub outcome: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRecord {
     pub id: JobId,
@@ -107,22 +125,6 @@ pub struct JobRecord {
     /// When the job last moved; the actions of that move carry this time.
     pub moved_at: DateTime<Utc>,
 }
-
-/// Where everything ctasd had to do for a job stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Settlement {
-    /// The job runs, or actions are still pending (retried with backoff).
-    InProgress,
-    /// Every action is done: tables published, created or discarded.
-    Settled,
-    /// An action failed: a refusal, a conflict at commit, or an operator
-    /// gave up. The failures say which and why.
-    Failed,
-}
-
-/// Outcome of an action that a superseding abort made unnecessary.
-pub const SUPERSEDED: &str = "superseded";
 
 impl JobRecord {
     /// The failed actions that count against the job (not those an abort
@@ -155,22 +157,6 @@ impl JobRecord {
     }
 }
 
-/// How an attempt at an action ended, to be recorded in the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ActionResult {
-    Done {
-        outcome: String,
-    },
-    /// Try again after `retry_at` (the external system is down).
-    Retry {
-        error: String,
-        retry_at: DateTime<Utc>,
-    },
-    Failed {
-        error: String,
-    },
-}
-
 /// One status a job reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusChange {
@@ -193,71 +179,4 @@ pub struct JobFilter {
     pub catalog: Option<String>,
     /// The job the engine knows by this id.
     pub engine_job_id: Option<String>,
-}
-
-/// What an operator decides about a stuck or failed action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// Run it again now, without waiting for its backoff (a failed one too,
-    /// once its cause is fixed).
-    Retry,
-    /// Stop trying: the action fails, and a batch hook's staging is
-    /// discarded by an abort, which releases the catalog.
-    GiveUp,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Retry => "retry",
-            Decision::GiveUp => "give_up",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Decision::Retry, Decision::GiveUp]
-            .into_iter()
-            .find(|d| d.as_str() == s)
-    }
-}
-
-/// An operator's decision, as recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Intervention {
-    pub action_id: i64,
-    pub decision: Decision,
-    pub at: DateTime<Utc>,
-}
-
-/// Why an operator's decision cannot be applied.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecisionError {
-    #[error("job '{job}' has no action {action}")]
-    NotFound { job: String, action: i64 },
-    #[error("action {0} is done; there is nothing to retry or give up")]
-    Done(i64),
-    #[error("action {0} is running right now; decide again once its attempt has ended")]
-    Running(i64),
-    #[error("action {0} was followed by a later action of its hook; retrying it would undo that")]
-    Overtaken(i64),
-}
-
-/// What an operator's decision does to an action, given where it stands:
-/// the rules shared by every store.
-pub fn decide(
-    action: &ActionRecord,
-    later_of_hook: bool,
-    decision: Decision,
-) -> Result<(), DecisionError> {
-    if action.state == ActionState::Done {
-        return Err(DecisionError::Done(action.id));
-    }
-    if action.in_progress {
-        return Err(DecisionError::Running(action.id));
-    }
-    if decision == Decision::Retry && later_of_hook {
-        return Err(DecisionError::Overtaken(action.id));
-    }
-    Ok(())
 }

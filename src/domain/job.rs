@@ -275,34 +275,6 @@ pub enum JobMode {
     Batch,
 }
 
-/// One step a hook takes on a status change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum HookAction {
-    /// Batch: create the hidden staging table or directory.
-    Begin,
-    /// Streaming: create the target table, visible at once.
-    Create,
-    /// Batch: publish the staging as the target, atomically.
-    Commit,
-    /// Batch: drop the staging data and metadata; the target is untouched.
-    Abort,
-}
-
-/// The action a hook of a job in `mode` takes on the step `from → to`.
-pub fn plan(mode: JobMode, from: JobStatus, to: JobStatus) -> Option<HookAction> {
-    match (mode, from, to) {
-        (JobMode::Streaming, _, Created) => Some(HookAction::Create),
-        (JobMode::Streaming, _, _) => None,
-        (JobMode::Batch, _, Created) => Some(HookAction::Begin),
-        // A restart straight back to RUNNING is a new attempt too.
-        (JobMode::Batch, Restarting, Running) => Some(HookAction::Begin),
-        (JobMode::Batch, _, Finished) => Some(HookAction::Commit),
-        (JobMode::Batch, _, Failed | Canceled) => Some(HookAction::Abort),
-        (JobMode::Batch, _, _) => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,30 +381,6 @@ mod tests {
         let message = Finished.transition_to(Running).unwrap_err().to_string();
         assert!(message.contains("legal next statuses: none"), "{message}");
     }
-
-    #[test]
-    fn the_plan_stages_batch_tables_and_creates_streaming_ones_up_front() {
-        use HookAction::*;
-        let expected = |mode, from, to| match (mode, from, to) {
-            (JobMode::Streaming, _, JobStatus::Created) => Some(Create),
-            (JobMode::Batch, _, JobStatus::Created) => Some(Begin),
-            (JobMode::Batch, JobStatus::Restarting, JobStatus::Running) => Some(Begin),
-            (JobMode::Batch, _, JobStatus::Finished) => Some(Commit),
-            (JobMode::Batch, _, JobStatus::Failed | JobStatus::Canceled) => Some(Abort),
-            _ => None,
-        };
-        for mode in [JobMode::Streaming, JobMode::Batch] {
-            for from in JobStatus::ALL {
-                for to in from.legal_next().iter().copied() {
-                    assert_eq!(
-                        plan(mode, from, to),
-                        expected(mode, from, to),
-                        "{mode:?} {from} -> {to}"
-                    );
-                }
-            }
-        }
-    }
 }
 
 impl JobMode {
@@ -447,28 +395,6 @@ impl JobMode {
         [JobMode::Streaming, JobMode::Batch]
             .into_iter()
             .find(|m| m.as_str() == s)
-    }
-}
-
-impl HookAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookAction::Begin => "begin",
-            HookAction::Create => "create",
-            HookAction::Commit => "commit",
-            HookAction::Abort => "abort",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            HookAction::Begin,
-            HookAction::Create,
-            HookAction::Commit,
-            HookAction::Abort,
-        ]
-        .into_iter()
-        .find(|a| a.as_str() == s)
     }
 }
 
@@ -504,32 +430,5 @@ impl JobId {
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// Where a hook's action stands in the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ActionState {
-    /// Recorded, not yet done: runs now, or again after a failure or a crash.
-    Pending,
-    Done,
-    /// Gave up: the world refused it (e.g. a conflict at commit).
-    Failed,
-}
-
-impl ActionState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionState::Pending => "pending",
-            ActionState::Done => "done",
-            ActionState::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [ActionState::Pending, ActionState::Done, ActionState::Failed]
-            .into_iter()
-            .find(|a| a.as_str() == s)
     }
 }

@@ -5,11 +5,14 @@
 pub mod catalog;
 pub mod hook;
 pub mod job;
+pub mod ledger;
 pub mod name;
 pub mod options;
+pub mod staging;
 pub mod table;
 pub mod types;
 
 pub use catalog::{CatalogAlteration, CatalogDescriptor, CatalogRecord};
 pub use name::{CatalogName, NameError, ObjectName};
 pub use options::{CatalogOptions, MASK, OptionsError};
+pub use staging::{Staging, StagingKey, WriteLocation};

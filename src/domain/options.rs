@@ -194,6 +194,103 @@ fn check_entry(key: &str, value: &str) -> Result<(), OptionsError> {
     Ok(())
 }
 
+/// One option a factory understands.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionSpec {
+    pub key: &'static str,
+    pub required: bool,
+    pub default: Option<&'static str>,
+    pub description: &'static str,
+    /// Says where the catalog connects (a server URL, a directory): changing
+    /// it sends the catalog's secrets somewhere new.
+    pub locates: bool,
+}
+
+impl OptionSpec {
+    pub const fn required(key: &'static str, description: &'static str) -> Self {
+        Self {
+            key,
+            required: true,
+            default: None,
+            description,
+            locates: false,
+        }
+    }
+
+    /// A required option that says where the catalog connects.
+    pub const fn location(key: &'static str, description: &'static str) -> Self {
+        Self {
+            locates: true,
+            ..Self::required(key, description)
+        }
+    }
+
+    pub const fn optional(
+        key: &'static str,
+        default: Option<&'static str>,
+        description: &'static str,
+    ) -> Self {
+        Self {
+            key,
+            required: false,
+            default,
+            description,
+            locates: false,
+        }
+    }
+
+    pub fn sensitive(&self) -> bool {
+        is_sensitive(self.key)
+    }
+}
+
+/// Options every catalog type accepts, as in Flink.
+pub static COMMON_OPTIONS: &[OptionSpec] = &[
+    OptionSpec::required(TYPE_KEY, "Selects the catalog type."),
+    OptionSpec::optional(
+        PROPERTY_VERSION_KEY,
+        None,
+        "Accepted for compatibility with Flink; ignored.",
+    ),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    #[error("Catalog options do not contain an option key 'type' for discovering a catalog.")]
+    MissingType,
+    #[error(
+        "Could not find any factory for identifier '{identifier}' that implements 'CatalogFactory'.\n\nAvailable factory identifiers are:\n\n{}",
+        available.join("\n")
+    )]
+    UnknownType {
+        identifier: String,
+        available: Vec<String>,
+    },
+    #[error("One or more required options are missing.\n\nMissing required options are:\n\n{}", missing.join("\n"))]
+    MissingOptions { missing: Vec<String> },
+    #[error(
+        "Unsupported options found for '{identifier}'.\n\nUnsupported options:\n\n{}\n\nSupported options:\n\n{}",
+        unsupported.join("\n"),
+        supported.join("\n")
+    )]
+    UnsupportedOptions {
+        identifier: String,
+        unsupported: Vec<String>,
+        supported: Vec<String>,
+    },
+    #[error("Invalid value for option '{key}': {reason}")]
+    InvalidValue { key: String, reason: String },
+    #[error(
+        "Changing {} would send the stored secrets to a new place: give {} again in the same request.",
+        moved.join(", "),
+        missing.join(", ")
+    )]
+    SecretsRequired {
+        moved: Vec<String>,
+        missing: Vec<String>,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

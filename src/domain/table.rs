@@ -412,6 +412,25 @@ impl PropertyReader<'_> {
     }
 }
 
+/// One column of a live table, as the external system reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnInfo {
+    pub name: String,
+    /// The system's own type name, e.g. `character varying(20)`.
+    pub data_type: String,
+    pub nullable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    pub database: String,
+    pub name: String,
+    pub columns: Vec<ColumnInfo>,
+    /// Flink connector options that read the table (no secrets), so a
+    /// reader job can be declared from them.
+    pub options: std::collections::BTreeMap<String, String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,9 @@
 //! Start-up and shutdown.
 //!
 //! Start-up order: data directory → secret keys → store (connect, migrate) →
-//! factories → bind → serve. Registered catalogs are reopened in the
-//! background after binding, so one unreachable database never delays start.
+//! catalog types → services → bind → serve. Registered catalogs are
+//! reopened in the background after binding, so one unreachable database
+//! never delays start.
 
 mod connections;
 
@@ -11,13 +12,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
-use crate::catalog::{FactoryRegistry, LiveCatalogs, ProtectedPaths};
+use crate::catalog::{LiveCatalogs, ProtectedPaths};
 use crate::config::{ServeSettings, StoreSettings};
 use crate::hooks::HookRunner;
+use crate::service::Services;
 use crate::store::{self, Keyring, Store};
 
 /// How often due hook actions are looked for.
@@ -100,15 +102,17 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
+    stop_resumer: watch::Sender<bool>,
     resumer: JoinHandle<()>,
 }
 
 impl RunningServer {
-    /// Stops accepting, lets requests in flight finish, and waits.
+    /// Stops accepting, lets requests in flight finish, lets the resumer
+    /// finish the round it is in, and waits.
     pub async fn stop(self) {
         let _ = self.shutdown.send(());
         let _ = self.task.await;
-        self.resumer.abort();
+        let _ = self.stop_resumer.send(true);
         let _ = self.resumer.await;
     }
 }
@@ -126,26 +130,31 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     }
     let tokens = Arc::new(load_tokens(&settings)?);
     let protected = Arc::new(protected_paths(&settings, store.as_ref())?);
-    let catalogs = Arc::new(LiveCatalogs::new(FactoryRegistry::builtin(protected)));
+    let catalogs = Arc::new(LiveCatalogs::new(crate::catalog::builtin::registry(
+        protected,
+    )));
     let hooks = Arc::new(HookRunner::new(store.clone(), catalogs.clone()));
     if let Some(kill_at) = settings.fault_kill_at {
         crate::fault::arm(kill_at);
     }
-    let state = AppState {
-        store: store.clone(),
-        catalogs: catalogs.clone(),
-        hooks: hooks.clone(),
-    };
-    let app = api::router(state, &settings, tokens);
+    let services = Arc::new(Services::new(store.clone(), catalogs, hooks.clone()));
+    let app = api::router(
+        AppState {
+            services: services.clone(),
+        },
+        &settings,
+        tokens,
+    );
 
     let listener = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, store = %store.describe(), "ctasd listening");
-    tokio::spawn(reopen_registered_catalogs(store, catalogs));
+    tokio::spawn(async move { services.warm_up_catalogs().await });
     // Resumes actions left unfinished by a crash, and retries failed attempts.
-    let resumer = hooks.spawn_resumer(RESUME_EVERY);
+    let (stop_resumer, stop) = watch::channel(false);
+    let resumer = hooks.spawn_resumer(RESUME_EVERY, stop);
 
     let limits = connections::ConnectionLimits {
         max_connections: connections::connections_that_fit(settings.max_connections),
@@ -161,6 +170,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         addr,
         shutdown,
         task,
+        stop_resumer,
         resumer,
     })
 }
@@ -229,28 +239,4 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
-}
-
-/// Opens every registered catalog once, so the first request after a restart
-/// finds its connections ready. Failures are logged and retried on first use.
-async fn reopen_registered_catalogs(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>) {
-    let mut after = None;
-    loop {
-        let page = match store.list_catalogs(after.as_ref(), 100).await {
-            Ok(page) => page,
-            Err(error) => return tracing::warn!(%error, "could not list catalogs to reopen them"),
-        };
-        for record in &page {
-            match catalogs.get(record).await {
-                Ok(_) => tracing::info!(catalog = %record.descriptor.name, "catalog reopened"),
-                Err(error) => {
-                    tracing::warn!(catalog = %record.descriptor.name, %error, "catalog could not be reopened")
-                }
-            }
-        }
-        match page.last() {
-            Some(last) if page.len() == 100 => after = Some(last.descriptor.name.clone()),
-            _ => return,
-        }
-    }
 }

@@ -1,25 +1,34 @@
-//! Persistence behind one trait, with a SQLite and a PostgreSQL backend chosen
-//! by the database URL.
+//! Persistence behind three traits split by use (catalogs, jobs, the
+//! ledger), with a SQLite and a PostgreSQL backend chosen by the database
+//! URL. Every query is written once (`catalogs.rs`, `jobs.rs`, `ledger.rs`)
+//! over a small per-backend trait (`sql.rs`); `sqlite.rs` and `postgres.rs`
+//! hold only what the two databases really differ in.
 //!
 //! The store owns encryption at rest: callers hand it plain options and get
 //! plain options back, and nothing sensitive reaches a row unsealed. It maps
 //! driver errors to [`StoreError`], so no layer above sees a driver type.
 
-mod codec;
+mod catalogs;
+mod jobs;
+mod ledger;
 pub mod postgres;
+mod rows;
 pub mod secrets;
+mod sql;
 pub mod sqlite;
+
+pub use sql::SqlStore;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
-use crate::domain::hook::{
-    ActionRecord, ActionResult, Decision, Intervention, JobFilter, JobRecord, NewJob, StatusChange,
-};
+use crate::domain::hook::{JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::job::{JobId, StatusReport, Transition};
+use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 pub use secrets::Keyring;
 
@@ -56,7 +65,7 @@ pub enum StoreError {
         source: secrets::SealError,
     },
     #[error(transparent)]
-    Decision(crate::domain::hook::DecisionError),
+    Decision(crate::domain::ledger::DecisionError),
     #[error("engine job id '{0}' is already another job's")]
     EngineJobIdTaken(String),
     #[error("store failure: {0}")]
@@ -77,22 +86,9 @@ impl StoreError {
     }
 }
 
-/// Catalog persistence. Every method is one transaction.
+/// Registered catalogs. Every method is one transaction.
 #[async_trait]
-pub trait Store: Send + Sync {
-    /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
-    fn describe(&self) -> String;
-
-    /// The files of this store on this machine (none for a server), which
-    /// no catalog may point at.
-    fn local_files(&self) -> Vec<std::path::PathBuf>;
-
-    /// Runs the pending migrations of this backend.
-    async fn migrate(&self) -> Result<(), StoreError>;
-
-    /// Reachable and fully migrated.
-    async fn check_ready(&self) -> Result<(), StoreError>;
-
+pub trait CatalogStore: Send + Sync {
     /// Fails with [`StoreError::CatalogExists`] when the name is taken.
     async fn insert_catalog(
         &self,
@@ -117,10 +113,14 @@ pub trait Store: Send + Sync {
 
     /// Whether a catalog was deleted. Refused with [`StoreError::CatalogInUse`]
     /// while unfinished jobs use it; the check and the deletion are one
-    /// transaction, serialized with [`Store::insert_job`]'s own check that
+    /// transaction, serialized with [`JobStore::insert_job`]'s own check that
     /// its catalogs exist, so a job is never stored on a dropped catalog.
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError>;
+}
 
+/// Jobs as submitted, and what happened to them.
+#[async_trait]
+pub trait JobStore: Send + Sync {
     /// Fails with [`StoreError::JobExists`] when the id is taken, and with
     /// [`StoreError::CatalogNotFound`] when a hook's catalog was dropped
     /// since the hook was checked.
@@ -129,16 +129,54 @@ pub trait Store: Send + Sync {
     /// The job with its hooks and its whole action ledger, oldest first.
     async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError>;
 
+    /// Jobs ordered by id, strictly after `after`, that match `filter`.
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// Every status the job reached, oldest first.
+    async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError>;
+
+    /// Every decision operators made about the job's actions, oldest first.
+    async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError>;
+
+    /// Sets (or clears) the engine's id for the job; an id another job
+    /// has is [`StoreError::EngineJobIdTaken`].
+    async fn set_engine_job_id(
+        &self,
+        job: &JobId,
+        engine_job_id: Option<&str>,
+    ) -> Result<(), StoreError>;
+}
+
+/// What a status report did: the move, and the actions due for the job
+/// that the reporter now holds (leased in the same transaction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    pub transition: Transition,
+    pub claimed: Vec<ActionRecord>,
+}
+
+/// The action ledger: status changes and the actions they imply, claims,
+/// results, operators' decisions.
+#[async_trait]
+pub trait Ledger: Send + Sync {
     /// Moves the job to the reported status, through any statuses passed
     /// over, and records every step and the actions each implies, in one
-    /// transaction under the job's lock. A begin or create still waiting
-    /// when an abort is recorded for its hook gives way to it. Reporting the
-    /// current status changes nothing and answers [`Transition::Repeat`].
+    /// transaction under the job's lock; with a `lease`, in the same
+    /// transaction, claims the job's due actions for the caller. A begin or create
+    /// still waiting when an abort is recorded for its hook gives way to
+    /// it. Reporting the current status changes nothing and answers
+    /// [`Transition::Repeat`].
     async fn transition_job(
         &self,
         id: &JobId,
         report: &StatusReport,
-    ) -> Result<(JobRecord, Transition), StoreError>;
+        lease: Option<Duration>,
+    ) -> Result<Moved, StoreError>;
 
     /// Leases up to `limit` due actions (of `job` only, if given) for
     /// `lease`: for each hook only its oldest pending action, so a commit
@@ -166,19 +204,13 @@ pub trait Store: Send + Sync {
     /// so a lease can be short and a dead runner's claims free soon.
     async fn renew_leases(&self, ids: &[i64], lease: Duration) -> Result<(), StoreError>;
 
-    /// Jobs ordered by id, strictly after `after`, that match `filter`.
-    async fn list_jobs(
+    /// Records how an attempt ended and releases the lease; answers the
+    /// time it recorded, the action's new `updated_at`.
+    async fn record_action(
         &self,
-        filter: &JobFilter,
-        after: Option<&JobId>,
-        limit: u32,
-    ) -> Result<Vec<JobRecord>, StoreError>;
-
-    /// Every status the job reached, oldest first.
-    async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError>;
-
-    /// Records how an attempt ended and releases the lease.
-    async fn record_action(&self, id: i64, result: &ActionResult) -> Result<(), StoreError>;
+        id: i64,
+        result: &ActionResult,
+    ) -> Result<DateTime<Utc>, StoreError>;
 
     /// Applies an operator's decision about an action of `job`, under the
     /// job's lock, and records it: a retry makes the action due now (a
@@ -190,17 +222,52 @@ pub trait Store: Send + Sync {
         action: i64,
         decision: Decision,
     ) -> Result<(), StoreError>;
+}
 
-    /// Every decision operators made about the job's actions, oldest first.
-    async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError>;
+/// Everything ctasd keeps: catalogs, jobs and the ledger, in one database.
+#[async_trait]
+pub trait Store: CatalogStore + JobStore + Ledger {
+    /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
+    fn describe(&self) -> String;
 
-    /// Sets (or clears) the engine's id for the job; an id another job
-    /// has is [`StoreError::EngineJobIdTaken`].
-    async fn set_engine_job_id(
-        &self,
-        job: &JobId,
-        engine_job_id: Option<&str>,
-    ) -> Result<(), StoreError>;
+    /// The files of this store on this machine (none for a server), which
+    /// no catalog may point at.
+    fn local_files(&self) -> Vec<std::path::PathBuf>;
+
+    /// Runs the pending migrations of this backend.
+    async fn migrate(&self) -> Result<(), StoreError>;
+
+    /// Reachable, fully migrated, and every table of the schema there.
+    async fn check_ready(&self) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+impl<B: sql::Backend> Store for sql::SqlStore<B> {
+    fn describe(&self) -> String {
+        self.backend.describe()
+    }
+
+    fn local_files(&self) -> Vec<std::path::PathBuf> {
+        self.backend.local_files()
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.backend.migrate().await.map_err(rows::migration_failed)
+    }
+
+    async fn check_ready(&self) -> Result<(), StoreError> {
+        use sql::Sql;
+        let mut pool = self.pool();
+        let applied: Result<Option<(i64,)>, _> =
+            pool.row(sql::Query::new(rows::APPLIED_MIGRATIONS)).await;
+        let tables: Result<Vec<(String,)>, _> =
+            pool.rows(sql::Query::new(self.backend.table_names())).await;
+        rows::readiness(
+            applied.map(|row| row.map_or(0, |(n,)| n)),
+            tables.map(|names| names.into_iter().map(|(n,)| n).collect()),
+            self.backend.migrations(),
+        )
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

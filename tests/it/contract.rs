@@ -2,11 +2,10 @@
 //! restarts, streaming replaces, the published table as declared, failures
 //! that end (and the operator's say over them), engine job ids.
 
+use ctasd::domain::job::JobStatus::*;
 use serde_json::{Value, json};
 
-use crate::helpers::{
-    Reply, SECRET, TestApp, TestMysql, TestPostgres, mysql_options, postgres_options,
-};
+use crate::helpers::{SECRET, TestApp, TestMysql, TestPostgres, mysql_options, postgres_options};
 use crate::staging::world_options;
 
 fn orders() -> Value {
@@ -23,15 +22,7 @@ async fn submit(
 ) -> Value {
     let body = json!({"name": "contract", "mode": mode, "hooks": [{"kind": kind,
         "target": {"catalog": "c", "database": database, "table": table}, "table": definition}]});
-    let reply = app.post("/v1/jobs", &body).await;
-    assert_eq!(reply.status, 201, "{}", reply.text);
-    reply.body
-}
-
-async fn report(app: &TestApp, job: &str, status: &str) -> Reply {
-    let reply = app.put_status(job, status).await;
-    assert_eq!(reply.status, 200, "{status}: {}", reply.text);
-    reply
+    app.submit(&body).await.job
 }
 
 fn write_name(job: &Value) -> String {
@@ -45,8 +36,8 @@ fn write_name(job: &Value) -> String {
 async fn a_restarted_batch_job_publishes_the_rows_of_its_last_attempt_once_everywhere() {
     for (world, options, database) in world_options().await {
         for restart in [
-            ["RESTARTING", "CREATED", "RUNNING"],
-            ["RESTARTING", "RUNNING", "RUNNING"],
+            [Restarting, Created, Running],
+            [Restarting, Running, Running],
         ] {
             let app = TestApp::spawn().await;
             app.register("c", options.clone()).await;
@@ -62,15 +53,13 @@ async fn a_restarted_batch_job_publishes_the_rows_of_its_last_attempt_once_every
             let id = job["id"].as_str().unwrap();
             let staging = write_name(&job);
 
-            report(&app, id, "CREATED").await;
+            app.report_all(id, &[Created]).await;
             world.insert(&staging, &[1, 2]).await;
-            report(&app, id, "RUNNING").await;
-            for status in restart {
-                report(&app, id, status).await;
-            }
+            app.report_all(id, &[Running]).await;
+            app.report_all(id, &restart).await;
             // The new attempt writes the same rows again.
             world.insert(&staging, &[1, 2]).await;
-            report(&app, id, "FINISHED").await;
+            app.report_all(id, &[Finished]).await;
 
             assert_eq!(world.ids("orders").await, Some(vec![1, 2]), "{restart:?}");
             world.drop_table("orders").await;
@@ -92,7 +81,8 @@ async fn a_streaming_replace_has_the_new_columns_right_after_created_everywhere(
             orders(),
         )
         .await;
-        report(&app, first["id"].as_str().unwrap(), "CREATED").await;
+        app.report_all(first["id"].as_str().unwrap(), &[Created])
+            .await;
         world.insert("clicks", &[5]).await;
         let wider = json!({"columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "note", "type": "VARCHAR(20)"},
                                         {"name": "url", "type": "VARCHAR(100)"}]});
@@ -107,15 +97,15 @@ async fn a_streaming_replace_has_the_new_columns_right_after_created_everywhere(
         .await;
         let id = second["id"].as_str().unwrap();
 
-        let created = report(&app, id, "CREATED").await;
+        let created = app.report_all(id, &[Created]).await;
         let browsed = app
             .get(&format!(
                 "/v1/catalogs/c/databases/{database}/tables/clicks"
             ))
             .await;
         let restarted = {
-            report(&app, id, "RESTARTING").await;
-            report(&app, id, "CREATED").await
+            app.report_all(id, &[Restarting]).await;
+            app.report_all(id, &[Created]).await
         };
 
         assert_eq!(
@@ -168,9 +158,7 @@ async fn the_published_postgres_table_carries_the_declared_key_name_and_comments
         )
         .await;
         let id = job["id"].as_str().unwrap();
-        for status in ["CREATED", "RUNNING", "FINISHED"] {
-            report(&app, id, status).await;
-        }
+        app.report_all(id, &[Created, Running, Finished]).await;
 
         let mut conn = pg.connect().await;
         let key: String = sqlx::query_scalar(
@@ -214,9 +202,7 @@ async fn the_published_mariadb_table_carries_the_declared_comments() {
     )
     .await;
     let id = job["id"].as_str().unwrap();
-    for status in ["CREATED", "FINISHED"] {
-        report(&app, id, status).await;
-    }
+    app.report_all(id, &[Created, Finished]).await;
 
     let mut conn = my.connect().await;
     let (table_comment, column_comment): (String, String) = sqlx::query_as(
@@ -254,12 +240,12 @@ async fn a_replace_blocked_by_a_dependent_view_fails_at_once_and_the_operator_se
         )
         .await;
         let id = job["id"].as_str().unwrap().to_owned();
-        report(&app, &id, "CREATED").await;
+        app.report_all(&id, &[Created]).await;
         jobs.push((id, write_name(&job)));
     }
     let (given_up, retried) = (&jobs[0], &jobs[1]);
 
-    let finished = report(&app, &given_up.0, "FINISHED").await;
+    let finished = app.report_all(&given_up.0, &[Finished]).await;
 
     let commit = &finished.body["actions_taken"][0];
     assert_eq!(commit["state"], "failed", "{}", finished.text);
@@ -315,7 +301,7 @@ async fn a_replace_blocked_by_a_dependent_view_fails_at_once_and_the_operator_se
     // The other job's commit fails alike; once the view is gone, a retry publishes.
     pg.execute(&format!("INSERT INTO \"{}\" VALUES (7, 'new')", retried.1))
         .await;
-    let failed = report(&app, &retried.0, "FINISHED").await;
+    let failed = app.report_all(&retried.0, &[Finished]).await;
     let action = failed.body["actions_taken"][0]["id"].as_i64().unwrap();
     pg.execute("DROP VIEW v").await;
     let again = app
@@ -366,8 +352,8 @@ async fn a_cancelled_job_whose_begin_cannot_succeed_ends_with_its_catalog_droppa
     ))
     .await;
 
-    let created = report(&app, id, "CREATED").await;
-    let cancelled = report(&app, id, "CANCELED").await;
+    let created = app.report_all(id, &[Created]).await;
+    let cancelled = app.report_all(id, &[Canceled]).await;
     let dropped = app.delete("/v1/catalogs/c").await;
 
     let begin = &created.body["actions_taken"][0];

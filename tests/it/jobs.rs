@@ -3,36 +3,23 @@
 
 use std::time::Duration;
 
+use ctasd::domain::job::JobStatus::*;
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, TestApp};
+use crate::helpers::{Reply, Submitted, TestApp};
 use crate::staging::world_options;
 
 fn orders_table() -> Value {
     json!({"columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "note", "type": "VARCHAR(20)"}]})
 }
 
-async fn submit(app: &TestApp, mode: &str, kind: &str, database: &str, table: &str) -> Reply {
+async fn submit(app: &TestApp, mode: &str, kind: &str, database: &str, table: &str) -> Submitted {
     let body = json!({
         "name": "ctas",
         "mode": mode,
         "hooks": [{"kind": kind, "target": {"catalog": "c", "database": database, "table": table}, "table": orders_table()}]
     });
-    app.post("/v1/jobs", &body).await
-}
-
-async fn report(app: &TestApp, job: &str, status: &str) -> Reply {
-    app.put_status(job, status).await
-}
-
-async fn report_all(app: &TestApp, job: &str, statuses: &[&str]) -> Reply {
-    let mut last = None;
-    for status in statuses {
-        let reply = report(app, job, status).await;
-        assert_eq!(reply.status, 200, "{status}: {}", reply.text);
-        last = Some(reply);
-    }
-    last.unwrap()
+    app.submit(&body).await
 }
 
 /// The name of the table or directory the engine writes into.
@@ -55,10 +42,9 @@ async fn a_batch_job_publishes_its_rows_on_finished_everywhere() {
     for (world, options, database) in world_options().await {
         let app = app_on(&options).await;
         let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
-        assert_eq!(job.status, 201, "{}", job.text);
-        let id = job.body["id"].as_str().unwrap().to_owned();
+        let id = job.id.clone();
 
-        let created = report(&app, &id, "CREATED").await;
+        let created = app.report(&id, Created).await;
         let staging = write_name(&created.body["job"]);
         assert_eq!(created.body["actions_taken"][0]["action"], "begin");
         assert_eq!(
@@ -73,7 +59,7 @@ async fn a_batch_job_publishes_its_rows_on_finished_everywhere() {
         );
         assert_eq!(world.ids("orders").await, None, "the target does not, yet");
         world.insert(&staging, &[1, 2, 3]).await;
-        let finished = report_all(&app, &id, &["RUNNING", "FINISHED"]).await;
+        let finished = app.report_all(&id, &[Running, Finished]).await;
 
         assert_eq!(finished.body["actions_taken"][0]["action"], "commit");
         assert_eq!(
@@ -90,17 +76,14 @@ async fn a_batch_job_publishes_its_rows_on_finished_everywhere() {
 async fn a_failed_or_cancelled_batch_job_leaves_no_target_and_no_staging() {
     for (world, options, database) in world_options().await {
         let app = app_on(&options).await;
-        for ending in [
-            &["RUNNING", "FAILED"][..],
-            &["RUNNING", "CANCELLING", "CANCELED"][..],
-        ] {
+        for ending in [&[Running, Failed][..], &[Running, Cancelling, Canceled][..]] {
             let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
-            let id = job.body["id"].as_str().unwrap().to_owned();
-            let created = report(&app, &id, "CREATED").await;
+            let id = job.id.clone();
+            let created = app.report(&id, Created).await;
             let staging = write_name(&created.body["job"]);
             world.insert(&staging, &[1]).await;
 
-            let ended = report_all(&app, &id, ending).await;
+            let ended = app.report_all(&id, ending).await;
 
             assert_eq!(
                 ended.body["actions_taken"][0]["action"], "abort",
@@ -119,9 +102,9 @@ async fn a_streaming_table_appears_on_created_and_stays_when_the_job_fails() {
     for (world, options, database) in world_options().await {
         let app = app_on(&options).await;
         let job = submit(&app, "streaming", "create_table_as", &database, "events").await;
-        let id = job.body["id"].as_str().unwrap().to_owned();
+        let id = job.id.clone();
 
-        let created = report(&app, &id, "CREATED").await;
+        let created = app.report(&id, Created).await;
         assert_eq!(
             created.body["actions_taken"][0]["outcome"], "created",
             "{}",
@@ -133,7 +116,7 @@ async fn a_streaming_table_appears_on_created_and_stays_when_the_job_fails() {
             "a streaming job writes into the target"
         );
         world.insert("events", &[5]).await;
-        report_all(&app, &id, &["RUNNING", "FAILED"]).await;
+        app.report_all(&id, &[Running, Failed]).await;
 
         assert_eq!(world.ids("events").await, Some(vec![5]));
     }
@@ -144,28 +127,27 @@ async fn a_replacement_shows_old_rows_until_finished_and_new_rows_after() {
     for (world, options, database) in world_options().await {
         let app = app_on(&options).await;
         let first = submit(&app, "batch", "create_table_as", &database, "orders").await;
-        let first_id = first.body["id"].as_str().unwrap().to_owned();
-        let created = report(&app, &first_id, "CREATED").await;
+        let first_id = first.id.clone();
+        let created = app.report(&first_id, Created).await;
         world
             .insert(&write_name(&created.body["job"]), &[1, 2])
             .await;
-        report_all(&app, &first_id, &["RUNNING", "FINISHED"]).await;
+        app.report_all(&first_id, &[Running, Finished]).await;
 
         let second = submit(&app, "batch", "replace_table_as", &database, "orders").await;
-        assert_eq!(second.status, 201, "{}", second.text);
-        let id = second.body["id"].as_str().unwrap().to_owned();
-        let created = report(&app, &id, "CREATED").await;
+        let id = second.id.clone();
+        let created = app.report(&id, Created).await;
         world
             .insert(&write_name(&created.body["job"]), &[8, 9])
             .await;
-        report(&app, &id, "RUNNING").await;
+        app.report(&id, Running).await;
         assert_eq!(
             world.ids("orders").await,
             Some(vec![1, 2]),
             "readers see the old rows meanwhile"
         );
 
-        let finished = report(&app, &id, "FINISHED").await;
+        let finished = app.report(&id, Finished).await;
 
         assert_eq!(
             finished.body["actions_taken"][0]["outcome"], "committed",
@@ -181,15 +163,15 @@ async fn repeated_and_concurrent_reports_commit_once_and_answer_the_same() {
     let (world, options, database) = world_options().await.into_iter().next().unwrap();
     let app = app_on(&options).await;
     let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
-    let first = report(&app, &id, "CREATED").await;
-    let again = report(&app, &id, "CREATED").await;
+    let id = job.id.clone();
+    let first = app.report(&id, Created).await;
+    let again = app.report(&id, Created).await;
     assert_eq!(
         again.body, first.body,
         "CREATED twice (a JobManager failover) changes nothing"
     );
     world.insert(&write_name(&first.body["job"]), &[1, 2]).await;
-    report(&app, &id, "RUNNING").await;
+    app.report(&id, Running).await;
 
     let reports = (0..20).map(|_| app.spawn_put_status(&id, "FINISHED"));
     let mut answers = Vec::new();
@@ -213,7 +195,7 @@ async fn repeated_and_concurrent_reports_commit_once_and_answer_the_same() {
     assert_eq!(commits.len(), 1);
     assert_eq!(commits[0]["outcome"], "committed");
     assert_eq!(world.ids("orders").await, Some(vec![1, 2]));
-    let late = report(&app, &id, "FINISHED").await;
+    let late = app.report(&id, Finished).await;
     assert_eq!(
         late.body, answers[0].body,
         "FINISHED reported again later: the same answer"
@@ -226,10 +208,10 @@ async fn leaving_a_terminal_status_is_refused_naming_the_legal_moves() {
     app.register("c", json!({"type": "generic_in_memory"}))
         .await;
     let job = submit(&app, "batch", "create_table_as", "default", "t").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
+    let id = job.id.clone();
 
-    report_all(&app, &id, &["CREATED", "RUNNING", "FINISHED"]).await;
-    let after = report(&app, &id, "RUNNING").await;
+    app.report_all(&id, &[Created, Running, Finished]).await;
+    let after = app.report(&id, Running).await;
 
     after.assert_problem(409, "TRANSITION_ILLEGAL");
     assert!(
@@ -239,13 +221,13 @@ async fn leaving_a_terminal_status_is_refused_naming_the_legal_moves() {
         "{}",
         after.detail()
     );
-    report(&app, &id, "BOGUS")
+    app.put_status(&id, "BOGUS")
         .await
         .assert_problem(422, "BODY_INVALID");
-    report(&app, "0123", "CREATED")
+    app.report("0123", Created)
         .await
         .assert_problem(400, "JOB_ID_INVALID");
-    report(&app, &"a".repeat(32), "CREATED")
+    app.report(&"a".repeat(32), Created)
         .await
         .assert_problem(404, "JOB_NOT_FOUND");
 }
@@ -255,14 +237,14 @@ async fn statuses_a_poller_missed_are_applied_in_order_and_the_rows_published_ev
     for (world, options, database) in world_options().await {
         let app = app_on(&options).await;
         let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
-        let id = job.body["id"].as_str().unwrap().to_owned();
-        let created = report(&app, &id, "CREATED").await;
+        let id = job.id.clone();
+        let created = app.report(&id, Created).await;
         world
             .insert(&write_name(&created.body["job"]), &[1, 2])
             .await;
 
         // RUNNING came and went between two polls.
-        let finished = report(&app, &id, "FINISHED").await;
+        let finished = app.report(&id, Finished).await;
 
         assert_eq!(finished.status, 200, "{}", finished.text);
         let taken: Vec<(&str, &str)> = finished.body["actions_taken"]
@@ -303,9 +285,9 @@ async fn a_job_seen_first_when_finished_is_begun_then_committed_in_one_report() 
     )
     .await;
     let job = submit(&app, "batch", "create_table_as", "db", "late").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
+    let id = job.id.clone();
     // The engine wrote its files before ctasd heard of any status.
-    let staging = warehouse.join("db").join(write_name(&job.body));
+    let staging = warehouse.join("db").join(write_name(&job.job));
     std::fs::create_dir_all(&staging).unwrap();
     std::fs::write(staging.join("part-7"), b"row").unwrap();
 
@@ -347,7 +329,7 @@ async fn a_job_seen_first_when_finished_is_begun_then_committed_in_one_report() 
         .unwrap();
     assert_eq!(created["inferred"], true);
     assert_eq!(created["engine_at"], "2025-12-03T12:00:00Z");
-    let again = report(&app, &id, "FINISHED").await;
+    let again = app.report(&id, Finished).await;
     assert_eq!(
         again.body["actions_taken"], finished.body["actions_taken"],
         "a repeat answers the same"
@@ -360,8 +342,8 @@ async fn an_in_memory_table_is_published_into_the_registered_catalog() {
     app.register("c", json!({"type": "generic_in_memory"}))
         .await;
     let job = submit(&app, "batch", "create_table_as", "default", "orders").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
-    report(&app, &id, "CREATED").await;
+    let id = job.id.clone();
+    app.report(&id, Created).await;
     assert_eq!(
         app.get("/v1/catalogs/c/databases/default/tables")
             .await
@@ -369,7 +351,7 @@ async fn an_in_memory_table_is_published_into_the_registered_catalog() {
         json!([])
     );
 
-    report_all(&app, &id, &["RUNNING", "FINISHED"]).await;
+    app.report_all(&id, &[Running, Finished]).await;
 
     let table = app
         .get("/v1/catalogs/c/databases/default/tables/orders")
@@ -383,15 +365,12 @@ async fn an_in_memory_job_that_fails_or_is_cancelled_publishes_nothing() {
     let app = TestApp::spawn().await;
     app.register("c", json!({"type": "generic_in_memory"}))
         .await;
-    for ending in [
-        &["RUNNING", "FAILED"][..],
-        &["RUNNING", "CANCELLING", "CANCELED"][..],
-    ] {
+    for ending in [&[Running, Failed][..], &[Running, Cancelling, Canceled][..]] {
         let job = submit(&app, "batch", "create_table_as", "default", "orders").await;
-        let id = job.body["id"].as_str().unwrap().to_owned();
-        report(&app, &id, "CREATED").await;
+        let id = job.id.clone();
+        app.report(&id, Created).await;
 
-        let ended = report_all(&app, &id, ending).await;
+        let ended = app.report_all(&id, ending).await;
 
         assert_eq!(
             ended.body["actions_taken"][0]["outcome"], "aborted",
@@ -467,7 +446,7 @@ async fn submission_checks_targets_and_types_before_anything_is_created() {
     assert_eq!(skipped.status, 201, "{}", skipped.text);
     assert_eq!(skipped.body["hooks"][0]["skipped"], true);
     let id = skipped.body["id"].as_str().unwrap();
-    let created = report(&app, id, "CREATED").await;
+    let created = app.report(id, Created).await;
     assert_eq!(
         created.body["actions_taken"],
         json!([]),
@@ -539,8 +518,8 @@ async fn a_finished_job_whose_commit_never_ran_is_published_after_a_restart_with
     let (world, options, database) = world_options().await.into_iter().next().unwrap();
     let app = app_on(&options).await;
     let job = submit(&app, "batch", "create_table_as", &database, "orders").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
-    let created = report_all(&app, &id, &["CREATED", "RUNNING"]).await;
+    let id = job.id.clone();
+    let created = app.report_all(&id, &[Created, Running]).await;
     world
         .insert(&write_name(&created.body["job"]), &[4, 5])
         .await;
@@ -554,6 +533,7 @@ async fn a_finished_job_whose_commit_never_ran_is_published_after_a_restart_with
         .transition_job(
             &job_id,
             &ctasd::domain::job::StatusReport::new(ctasd::domain::job::JobStatus::Finished),
+            None,
         )
         .await
         .unwrap();
@@ -603,7 +583,7 @@ async fn jobs_are_listed_in_pages_and_filtered_by_status_and_catalog() {
                 .to_owned(),
         );
     }
-    report(&app, &ids[1], "CREATED").await;
+    app.report(&ids[1], Created).await;
 
     let mut listed = Vec::new();
     let mut path = "/v1/jobs?page_size=3".to_owned();
@@ -645,7 +625,7 @@ async fn events_tell_the_status_history_and_action_results_oldest_first() {
     app.register("c", json!({"type": "generic_in_memory"}))
         .await;
     let job = submit(&app, "batch", "create_table_as", "default", "t").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
+    let id = job.id.clone();
     let url = app.url(&format!("/v1/jobs/{id}/status"));
     app.client
         .put(url)
@@ -653,7 +633,7 @@ async fn events_tell_the_status_history_and_action_results_oldest_first() {
         .send()
         .await
         .unwrap();
-    report_all(&app, &id, &["RUNNING", "FAILING"]).await;
+    app.report_all(&id, &[Running, Failing]).await;
     let url = app.url(&format!("/v1/jobs/{id}/status"));
     app.client
         .put(url)
@@ -707,8 +687,8 @@ async fn a_target_created_meanwhile_fails_the_commit_discards_the_staging_and_th
     let options = json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()), "default-database": "main"});
     app.register("c", options).await;
     let job = submit(&app, "batch", "create_table_as", "main", "orders").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
-    let created = report_all(&app, &id, &["CREATED", "RUNNING"]).await;
+    let id = job.id.clone();
+    let created = app.report_all(&id, &[Created, Running]).await;
     let staging = write_name(&created.body["job"]);
     crate::helpers::sqlite_database(
         &dir,
@@ -717,7 +697,7 @@ async fn a_target_created_meanwhile_fails_the_commit_discards_the_staging_and_th
     )
     .await;
 
-    let finished = report(&app, &id, "FINISHED").await;
+    let finished = app.report(&id, Finished).await;
 
     let commit = &finished.body["actions_taken"][0];
     assert_eq!(commit["state"], "failed", "{}", finished.text);
@@ -752,11 +732,11 @@ async fn a_catalog_cannot_be_dropped_while_an_unfinished_job_uses_it() {
     app.register("c", json!({"type": "generic_in_memory"}))
         .await;
     let job = submit(&app, "batch", "create_table_as", "default", "t").await;
-    let id = job.body["id"].as_str().unwrap().to_owned();
-    report(&app, &id, "CREATED").await;
+    let id = job.id.clone();
+    app.report(&id, Created).await;
 
     let refused = app.delete("/v1/catalogs/c").await;
-    report_all(&app, &id, &["RUNNING", "FINISHED"]).await;
+    app.report_all(&id, &[Running, Finished]).await;
     let dropped = app.delete("/v1/catalogs/c").await;
 
     refused.assert_problem(409, "CATALOG_IN_USE");

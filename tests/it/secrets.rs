@@ -145,9 +145,10 @@ async fn the_password_is_sealed_in_postgres_store_rows() {
         .unwrap();
     assert_eq!(rows.len(), 1);
     assert!(!rows[0].contains(SECRET), "{}", rows[0]);
-    let sealed: String = sqlx::query_scalar("SELECT sealed_options->>'password' FROM catalogs")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+    let sealed: String =
+        sqlx::query_scalar("SELECT sealed_options::jsonb ->> 'password' FROM catalogs")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
     assert!(sealed.starts_with("v1."), "{sealed}");
 }

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use ctasd::catalog::{
-    BeginOutcome, Catalog, CatalogError, CommitOutcome, CreateOutcome, FactoryRegistry, Publish,
-    Staging, StagingKey,
+    BeginOutcome, Catalog, CatalogError, CommitOutcome, CreateOutcome, Publish, Staging, StagingKey,
 };
 use ctasd::domain::table::TableDefinition;
 use ctasd::domain::{CatalogName, CatalogOptions};
@@ -21,7 +20,7 @@ use crate::helpers::{
 async fn open(options: Value) -> Arc<dyn Catalog> {
     let options: std::collections::BTreeMap<String, String> =
         serde_json::from_value(options).unwrap();
-    FactoryRegistry::builtin(Default::default())
+    ctasd::catalog::builtin::registry(Default::default())
         .open(
             &CatalogName::parse("t").unwrap(),
             &CatalogOptions::new(options).unwrap(),

@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use ctasd::domain::hook::{ActionResult, HookKind, JobRecord, NewHook, NewJob};
-use ctasd::domain::job::{
-    ActionState, HookAction, JobId, JobMode, JobStatus, StatusReport, Transition,
-};
+use ctasd::domain::hook::{HookKind, JobRecord, NewHook, NewJob};
+use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
+use ctasd::domain::ledger::{ActionResult, ActionState, HookAction};
 use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions};
 use ctasd::store::{Store, StoreError};
 
@@ -310,6 +309,26 @@ fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
     }
 }
 
+/// Moves a job as a report would, claiming nothing, and reads it back.
+trait MoveJob {
+    async fn move_job(
+        &self,
+        id: &JobId,
+        report: &StatusReport,
+    ) -> Result<(JobRecord, Transition), StoreError>;
+}
+
+impl MoveJob for Arc<dyn Store> {
+    async fn move_job(
+        &self,
+        id: &JobId,
+        report: &StatusReport,
+    ) -> Result<(JobRecord, Transition), StoreError> {
+        let moved = self.transition_job(id, report, None).await?;
+        Ok((self.get_job(id).await?.unwrap(), moved.transition))
+    }
+}
+
 /// A report of `status`, with `failure`.
 fn report(status: JobStatus, failure: Option<&str>) -> StatusReport {
     StatusReport {
@@ -346,7 +365,7 @@ async fn a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept(back
     for status in [JobStatus::Created, JobStatus::Failed] {
         backend
             .store
-            .transition_job(&new.id, &report(status, None))
+            .move_job(&new.id, &report(status, None))
             .await
             .unwrap();
     }
@@ -409,12 +428,12 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
 
     let (created, moved) = backend
         .store
-        .transition_job(&new.id, &report(JobStatus::Created, None))
+        .move_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
     let (again, repeat) = backend
         .store
-        .transition_job(&new.id, &report(JobStatus::Created, None))
+        .move_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
 
@@ -444,13 +463,13 @@ async fn a_transition_records_the_planned_actions_in_the_same_step(backend: Back
 
     let (running, _) = backend
         .store
-        .transition_job(&new.id, &report(JobStatus::Running, None))
+        .move_job(&new.id, &report(JobStatus::Running, None))
         .await
         .unwrap();
     assert_eq!(running.actions.len(), 2, "RUNNING implies no action");
     let (failed, _) = backend
         .store
-        .transition_job(&new.id, &report(JobStatus::Failed, Some("out of memory")))
+        .move_job(&new.id, &report(JobStatus::Failed, Some("out of memory")))
         .await
         .unwrap();
     assert_eq!(failed.failure.as_deref(), Some("out of memory"));
@@ -471,11 +490,7 @@ async fn a_report_that_skips_statuses_records_each_step_and_its_actions_in_order
         ..StatusReport::new(JobStatus::Finished)
     };
 
-    let (job, moved) = backend
-        .store
-        .transition_job(&new.id, &finished)
-        .await
-        .unwrap();
+    let (job, moved) = backend.store.move_job(&new.id, &finished).await.unwrap();
 
     assert!(matches!(moved, Transition::Move { .. }));
     assert_eq!(job.status, JobStatus::Finished);
@@ -516,13 +531,13 @@ async fn terminal_statuses_cannot_be_left(backend: Backend) {
     for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
         backend
             .store
-            .transition_job(&new.id, &report(status, None))
+            .move_job(&new.id, &report(status, None))
             .await
             .unwrap();
     }
     let terminal = backend
         .store
-        .transition_job(&new.id, &report(JobStatus::Running, None))
+        .move_job(&new.id, &report(JobStatus::Running, None))
         .await
         .unwrap_err();
     assert!(
@@ -539,7 +554,7 @@ async fn terminal_statuses_cannot_be_left(backend: Backend) {
     );
     let missing = backend
         .store
-        .transition_job(&JobId::generate(), &report(JobStatus::Created, None))
+        .move_job(&JobId::generate(), &report(JobStatus::Created, None))
         .await
         .unwrap_err();
     assert!(matches!(missing, StoreError::JobNotFound(_)), "{missing}");
@@ -551,7 +566,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
     for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
         backend
             .store
-            .transition_job(&new.id, &report(status, None))
+            .move_job(&new.id, &report(status, None))
             .await
             .unwrap();
     }
@@ -636,7 +651,7 @@ async fn a_failed_attempt_waits_for_its_retry_time(backend: Backend) {
     insert(&backend.store, &new).await;
     backend
         .store
-        .transition_job(&new.id, &report(JobStatus::Created, None))
+        .move_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
     let claimed = backend
@@ -701,7 +716,7 @@ async fn concurrent_claimers_never_share_an_action(backend: Backend) {
         insert(&backend.store, &new).await;
         backend
             .store
-            .transition_job(&new.id, &report(JobStatus::Created, None))
+            .move_job(&new.id, &report(JobStatus::Created, None))
             .await
             .unwrap();
     }
@@ -743,7 +758,7 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
     for new in [&held, &released] {
         insert(store, new).await;
         store
-            .transition_job(&new.id, &report(JobStatus::Created, None))
+            .move_job(&new.id, &report(JobStatus::Created, None))
             .await
             .unwrap();
     }
@@ -801,7 +816,7 @@ async fn an_untried_action_is_left_to_its_report_for_the_grace_period(backend: B
     let new = job(JobMode::Streaming, 1, &[]);
     insert(store, &new).await;
     store
-        .transition_job(&new.id, &report(JobStatus::Created, None))
+        .move_job(&new.id, &report(JobStatus::Created, None))
         .await
         .unwrap();
     let (lease, grace) = (Duration::from_secs(60), Duration::from_millis(800));

@@ -27,12 +27,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
-use super::factory::{CatalogFactory, FactoryError, OptionSpec, ValidationError};
 use super::protected::{ProtectedPaths, STORE_MARKER_TABLE, canonical_directory};
+use super::registry::{CatalogFactory, FactoryError};
 use super::{
     BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
     Staging, TableInfo, WriteLocation, staging_missing, table_exists_error, table_not_found,
 };
+use crate::domain::options::{OptionSpec, ValidationError};
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
 pub use dialect::{Dialect, DialectError, NameKind, Publication, Shape};
@@ -186,7 +187,7 @@ impl CatalogFactory for JdbcCatalogFactory {
         let connector = connector_options(options, &staging.database, &name);
         WriteLocation {
             url: connector.get("url").cloned(),
-            ..WriteLocation::new("table", name, staging, connector)
+            ..super::sink::write_location("table", name, staging, connector)
         }
     }
 
@@ -309,6 +310,82 @@ fn escape_path_segment(segment: &str) -> String {
 
 /// Characters with a meaning in a JDBC URL's path or parameters.
 const URL_SPECIAL: &[char] = &['?', '&', '#', ';', '=', '%', '/', '\\', '@', ':', '"', '\''];
+
+/// One lazily connecting pool per database of a server, for the systems
+/// where a connection is bound to one database.
+pub(crate) struct PoolPerDatabase<DB: sqlx::Database> {
+    pools: Mutex<std::collections::HashMap<String, sqlx::Pool<DB>>>,
+}
+
+impl<DB: sqlx::Database> PoolPerDatabase<DB> {
+    pub(crate) fn new() -> Self {
+        Self {
+            pools: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The pool for `database`, made with `options` the first time.
+    pub(crate) async fn get(
+        &self,
+        database: &str,
+        options: impl FnOnce() -> <DB::Connection as sqlx::Connection>::Options,
+    ) -> sqlx::Pool<DB> {
+        let mut pools = self.pools.lock().await;
+        pools
+            .entry(database.to_owned())
+            .or_insert_with(|| {
+                sqlx::pool::PoolOptions::<DB>::new()
+                    .max_connections(4)
+                    .acquire_timeout(CONNECT_TIMEOUT)
+                    .idle_timeout(Duration::from_secs(300))
+                    .connect_lazy_with(options())
+            })
+            .clone()
+    }
+
+    pub(crate) async fn close(&self) {
+        let pools: Vec<_> = self.pools.lock().await.drain().map(|(_, p)| p).collect();
+        for pool in pools {
+            pool.close().await;
+        }
+    }
+}
+
+/// How [`run_statements`] ends its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Keeps what the statements did; the crash suite can stop the run
+    /// between two statements.
+    Commit,
+    /// Takes it all back: a dry run.
+    RollBack,
+}
+
+/// Runs `statements` in one transaction on `pool`, for the systems whose
+/// DDL is transactional.
+pub(crate) async fn run_statements<DB>(
+    pool: &sqlx::Pool<DB>,
+    statements: &[String],
+    ending: Ending,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    let mut tx = pool.begin().await?;
+    for (done, sql) in statements.iter().enumerate() {
+        if done > 0 && ending == Ending::Commit {
+            crate::fault::reached(crate::fault::Point::CommitMidway);
+        }
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+            .execute(&mut *tx)
+            .await?;
+    }
+    match ending {
+        Ending::Commit => tx.commit().await,
+        Ending::RollBack => tx.rollback().await,
+    }
+}
 
 /// A database server reached through one system's driver: the I/O that
 /// [`JdbcCatalog`]'s recipes need, each method one round trip or one

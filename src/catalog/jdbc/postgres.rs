@@ -2,19 +2,14 @@
 //! connection pool per database. DDL is transactional, so a publication is
 //! one transaction: readers see the old table until it commits.
 
-use std::collections::HashMap;
-use std::time::Duration;
-
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{ConnectOptions, Connection};
-use tokio::sync::Mutex;
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication};
-use super::{CONNECT_TIMEOUT, Server};
+use super::{Ending, PoolPerDatabase, Server, run_statements};
 use crate::domain::table::TableDefinition;
 use crate::domain::types::{DataType, TypeKind};
-use crate::fault::{self, Point};
 
 /// The longest `VARCHAR(n)` and `CHAR(n)`.
 const MAX_CHAR: u32 = 10_485_760;
@@ -153,7 +148,7 @@ pub struct PostgresServer {
     pub port: u16,
     pub username: String,
     pub password: String,
-    pools: Mutex<HashMap<String, PgPool>>,
+    pools: PoolPerDatabase<sqlx::Postgres>,
 }
 
 impl PostgresServer {
@@ -163,7 +158,7 @@ impl PostgresServer {
             port,
             username,
             password,
-            pools: Mutex::new(HashMap::new()),
+            pools: PoolPerDatabase::new(),
         }
     }
 
@@ -178,17 +173,9 @@ impl PostgresServer {
     }
 
     async fn pool(&self, database: &str) -> PgPool {
-        let mut pools = self.pools.lock().await;
-        pools
-            .entry(database.to_owned())
-            .or_insert_with(|| {
-                PgPoolOptions::new()
-                    .max_connections(4)
-                    .acquire_timeout(CONNECT_TIMEOUT)
-                    .idle_timeout(Duration::from_secs(300))
-                    .connect_lazy_with(self.connect_options(database))
-            })
-            .clone()
+        self.pools
+            .get(database, || self.connect_options(database))
+            .await
     }
 }
 
@@ -286,28 +273,11 @@ impl Server for PostgresServer {
     }
 
     async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
-        let pool = self.pool(database).await;
-        let mut tx = pool.begin().await?;
-        for (done, sql) in statements.iter().enumerate() {
-            if done > 0 {
-                fault::reached(Point::CommitMidway);
-            }
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await
+        run_statements(&self.pool(database).await, statements, Ending::Commit).await
     }
 
     async fn dry_run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
-        let pool = self.pool(database).await;
-        let mut tx = pool.begin().await?;
-        for sql in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.rollback().await
+        run_statements(&self.pool(database).await, statements, Ending::RollBack).await
     }
 
     fn explain(&self, error: &dyn sqlx::error::DatabaseError) -> String {
@@ -334,9 +304,6 @@ impl Server for PostgresServer {
     }
 
     async fn close(&self) {
-        let pools: Vec<PgPool> = self.pools.lock().await.drain().map(|(_, p)| p).collect();
-        for pool in pools {
-            pool.close().await;
-        }
+        self.pools.close().await;
     }
 }

@@ -3,19 +3,15 @@
 //! keeps no table comments: a staging's marker is a comment inside its
 //! `CREATE TABLE` text, which SQLite keeps as written.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 use sqlx::{ConnectOptions, Connection};
-use tokio::sync::Mutex;
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication, attempt_marker};
-use super::{CONNECT_TIMEOUT, Server};
+use super::{CONNECT_TIMEOUT, Ending, PoolPerDatabase, Server, run_statements};
 use crate::domain::types::{DataType, MAX_LENGTH, TypeKind};
-use crate::fault::{self, Point};
 
 /// SQLite stores decimals as 8-byte floats: 15 significant digits survive.
 const MAX_DECIMAL_PRECISION: u32 = 15;
@@ -107,14 +103,14 @@ impl Dialect for Sqlite {
 /// A directory of SQLite database files, one pool per file.
 pub struct SqliteServer {
     pub directory: PathBuf,
-    pools: Mutex<HashMap<String, SqlitePool>>,
+    pools: PoolPerDatabase<sqlx::Sqlite>,
 }
 
 impl SqliteServer {
     pub fn new(directory: PathBuf) -> Self {
         Self {
             directory,
-            pools: Mutex::new(HashMap::new()),
+            pools: PoolPerDatabase::new(),
         }
     }
 
@@ -130,17 +126,9 @@ impl SqliteServer {
     }
 
     async fn pool(&self, database: &str) -> SqlitePool {
-        let mut pools = self.pools.lock().await;
-        pools
-            .entry(database.to_owned())
-            .or_insert_with(|| {
-                SqlitePoolOptions::new()
-                    .max_connections(4)
-                    .acquire_timeout(CONNECT_TIMEOUT)
-                    .idle_timeout(Duration::from_secs(300))
-                    .connect_lazy_with(self.connect_options(database))
-            })
-            .clone()
+        self.pools
+            .get(database, || self.connect_options(database))
+            .await
     }
 }
 
@@ -220,28 +208,11 @@ impl Server for SqliteServer {
     }
 
     async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
-        let pool = self.pool(database).await;
-        let mut tx = pool.begin().await?;
-        for (done, sql) in statements.iter().enumerate() {
-            if done > 0 {
-                fault::reached(Point::CommitMidway);
-            }
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await
+        run_statements(&self.pool(database).await, statements, Ending::Commit).await
     }
 
     async fn dry_run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
-        let pool = self.pool(database).await;
-        let mut tx = pool.begin().await?;
-        for sql in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.rollback().await
+        run_statements(&self.pool(database).await, statements, Ending::RollBack).await
     }
 
     fn is_transient(&self, error: &dyn sqlx::error::DatabaseError) -> bool {
@@ -254,9 +225,6 @@ impl Server for SqliteServer {
     }
 
     async fn close(&self) {
-        let pools: Vec<SqlitePool> = self.pools.lock().await.drain().map(|(_, p)| p).collect();
-        for pool in pools {
-            pool.close().await;
-        }
+        self.pools.close().await;
     }
 }

@@ -1,19 +1,16 @@
-//! What both backends share: the row form of a catalog (plain options and
-//! sealed secrets as two JSON objects) and the mapping of their outcomes to
+//! Rows as both stores hold them, decoded into domain records (catalog
+//! secrets opened with the keyring), and driver outcomes mapped to
 //! [`StoreError`].
 
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::migrate::MigrateError;
 
 use super::{Keyring, StoreError};
-use crate::domain::hook::{
-    ActionRecord, Decision, HookKind, Intervention, JobRecord, NewHook, NewJob, StatusChange,
-};
-use crate::domain::job::{
-    ActionState, HookAction, JobId, JobMode, JobStatus, StatusReport, Transition, plan,
-};
+use crate::domain::hook::{HookKind, JobRecord, NewHook, NewJob, StatusChange};
+use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
+use crate::domain::ledger::{ActionRecord, ActionState, Decision, HookAction, Intervention};
 use crate::domain::options::is_sensitive;
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord};
 
@@ -94,8 +91,16 @@ pub(crate) fn decode_descriptor(
     })
 }
 
-/// Counts applied migrations; the same SQL on both backends.
+/// Counts applied migrations.
 pub(crate) const APPLIED_MIGRATIONS: &str = "SELECT count(*) FROM _sqlx_migrations WHERE success";
+
+/// The action columns as [`ActionRow`] reads them.
+pub(crate) const ACTION_COLUMNS: &str = "id, job_id, hook_index, action, trigger, state, attempts, \
+     lease_until, last_error, outcome, created_at, updated_at";
+
+/// The catalog columns as [`CatalogRow`] reads them.
+pub(crate) const CATALOG_COLUMNS: &str =
+    "name, options, sealed_options, comment, version, created_at, updated_at";
 
 /// The tables a migrated store holds; readiness checks each is there, so a
 /// store damaged from outside (a table dropped) is not reported ready.
@@ -112,14 +117,14 @@ pub(crate) const STORE_TABLES: &[&str] = &[
 pub(crate) fn readiness(
     applied: Result<i64, sqlx::Error>,
     tables: Result<Vec<String>, sqlx::Error>,
-    migrator: &Migrator,
+    expected: usize,
 ) -> Result<(), StoreError> {
     let not_ready = |error: sqlx::Error| match StoreError::from_sqlx(error) {
         StoreError::Internal(reason) => StoreError::NotReady(reason),
         unavailable => unavailable,
     };
     let applied = applied.map_err(not_ready)?;
-    let expected = migrator.iter().count() as i64;
+    let expected = expected as i64;
     if applied < expected {
         return Err(StoreError::NotReady(format!(
             "{applied} of {expected} migrations applied"
@@ -201,7 +206,8 @@ pub(crate) struct ActionRow {
     pub trigger: String,
     pub state: String,
     pub attempts: i64,
-    pub in_progress: bool,
+    /// Unix milliseconds until which a runner holds it.
+    pub lease_until: Option<i64>,
     pub last_error: Option<String>,
     pub outcome: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -250,7 +256,9 @@ impl ActionRow {
             state: ActionState::parse(&self.state)
                 .ok_or_else(|| corrupt("action state", &self.state))?,
             attempts: u32::try_from(self.attempts).unwrap_or(u32::MAX),
-            in_progress: self.in_progress,
+            in_progress: self
+                .lease_until
+                .is_some_and(|until| until > Utc::now().timestamp_millis()),
             last_error: self.last_error,
             outcome: self.outcome,
             created_at: self.created_at,
@@ -321,55 +329,6 @@ pub(crate) fn assemble_jobs(
         .collect()
 }
 
-/// The actions a move records, in order: for each step, one per hook that
-/// is not skipped, as the plan says for the job's mode; each with the
-/// status whose arrival triggers it.
-pub(crate) fn planned_actions(
-    mode: JobMode,
-    transition: &Transition,
-    hooks: &[(i64, bool)],
-) -> Vec<(i64, HookAction, JobStatus)> {
-    transition
-        .steps()
-        .into_iter()
-        .filter_map(|(from, to)| plan(mode, from, to).map(|action| (action, to)))
-        .flat_map(|(action, to)| {
-            hooks
-                .iter()
-                .filter(|(_, skipped)| !skipped)
-                .map(move |(index, _)| (*index, action, to))
-        })
-        .collect()
-}
-
-/// One row of a job's status history, as a move writes it.
-pub(crate) struct HistoryRow<'a> {
-    pub from: JobStatus,
-    pub to: JobStatus,
-    /// Passed over between two reports; the last status reported was not.
-    pub inferred: bool,
-    pub failure: Option<&'a str>,
-    pub engine_at: Option<DateTime<Utc>>,
-}
-
-/// The history rows a move writes: one per step, the failure on the last.
-pub(crate) fn history_rows<'a>(
-    transition: &Transition,
-    report: &'a StatusReport,
-) -> Vec<HistoryRow<'a>> {
-    transition
-        .steps()
-        .into_iter()
-        .map(|(from, to)| HistoryRow {
-            from,
-            to,
-            inferred: to != report.status,
-            failure: report.failure.as_deref().filter(|_| to == report.status),
-            engine_at: report.engine_times.get(&to).copied(),
-        })
-        .collect()
-}
-
 pub(crate) fn job_insert_failed(job: &NewJob, error: sqlx::Error) -> StoreError {
     match (&error, &job.engine_job_id) {
         (sqlx::Error::Database(db), Some(taken)) if on_engine_job_id(db.as_ref()) => {
@@ -417,20 +376,6 @@ impl InterventionRow {
     }
 }
 
-/// Whether giving up `action` leaves a staging to discard: a batch hook's
-/// begin or commit with no abort recorded after it.
-pub(crate) fn abort_after_giving_up(
-    mode: JobMode,
-    action: &ActionRecord,
-    actions: &[ActionRecord],
-) -> bool {
-    mode == JobMode::Batch
-        && matches!(action.action, HookAction::Begin | HookAction::Commit)
-        && !actions.iter().any(|a| {
-            a.hook_index == action.hook_index && a.id > action.id && a.action == HookAction::Abort
-        })
-}
-
 /// The next status of a job, or why it cannot move.
 pub(crate) fn check_transition(
     id: &JobId,
@@ -441,36 +386,6 @@ pub(crate) fn check_transition(
         .parse()
         .map_err(|_| corrupt("status of job", id.as_str()))?;
     current.transition_to(to).map_err(StoreError::Transition)
-}
-
-/// The catalogs of a job's hooks, each once, sorted.
-pub(crate) fn catalogs_of(job: &NewJob) -> Vec<&str> {
-    let mut names: Vec<&str> = job.hooks.iter().map(|h| h.catalog.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-}
-
-/// The first of `wanted` (sorted) missing from `present`, as the error a
-/// submission on a dropped catalog gets.
-pub(crate) fn first_missing(wanted: &[&str], present: &[String]) -> Result<(), StoreError> {
-    match wanted
-        .iter()
-        .find(|name| !present.iter().any(|p| p == *name))
-    {
-        Some(name) => Err(StoreError::CatalogNotFound((*name).to_owned())),
-        None => Ok(()),
-    }
-}
-
-pub(crate) fn in_use(catalog: &CatalogName, jobs: i64) -> Result<(), StoreError> {
-    if jobs > 0 {
-        return Err(StoreError::CatalogInUse {
-            catalog: catalog.to_string(),
-            jobs: jobs as u64,
-        });
-    }
-    Ok(())
 }
 
 #[derive(sqlx::FromRow)]

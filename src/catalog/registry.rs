@@ -1,4 +1,7 @@
-//! Catalog factories and their registry.
+//! Catalog factories and their registry: the factory of a type validates
+//! its options, opens catalogs, and says where an engine writes; the
+//! registry finds a type's factory. The built-in types are listed in
+//! [`super::builtin`], and nowhere else.
 //!
 //! Validation reports what Flink's `FactoryUtil#createCatalog` reports, with
 //! the same wording, so that people who know Flink recognise every message:
@@ -10,107 +13,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::protected::ProtectedPaths;
 use super::{Catalog, Staging, WriteLocation};
-use crate::domain::options::{PROPERTY_VERSION_KEY, TYPE_KEY, is_sensitive};
+use crate::domain::options::{COMMON_OPTIONS, OptionSpec, ValidationError, is_sensitive};
 use crate::domain::{CatalogName, CatalogOptions};
-
-/// One option a factory understands.
-#[derive(Debug, Clone, Copy)]
-pub struct OptionSpec {
-    pub key: &'static str,
-    pub required: bool,
-    pub default: Option<&'static str>,
-    pub description: &'static str,
-    /// Says where the catalog connects (a server URL, a directory): changing
-    /// it sends the catalog's secrets somewhere new.
-    pub locates: bool,
-}
-
-impl OptionSpec {
-    pub const fn required(key: &'static str, description: &'static str) -> Self {
-        Self {
-            key,
-            required: true,
-            default: None,
-            description,
-            locates: false,
-        }
-    }
-
-    /// A required option that says where the catalog connects.
-    pub const fn location(key: &'static str, description: &'static str) -> Self {
-        Self {
-            locates: true,
-            ..Self::required(key, description)
-        }
-    }
-
-    pub const fn optional(
-        key: &'static str,
-        default: Option<&'static str>,
-        description: &'static str,
-    ) -> Self {
-        Self {
-            key,
-            required: false,
-            default,
-            description,
-            locates: false,
-        }
-    }
-
-    pub fn sensitive(&self) -> bool {
-        is_sensitive(self.key)
-    }
-}
-
-/// Options every catalog type accepts, as in Flink.
-pub static COMMON_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required(TYPE_KEY, "Selects the catalog type."),
-    OptionSpec::optional(
-        PROPERTY_VERSION_KEY,
-        None,
-        "Accepted for compatibility with Flink; ignored.",
-    ),
-];
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ValidationError {
-    #[error("Catalog options do not contain an option key 'type' for discovering a catalog.")]
-    MissingType,
-    #[error(
-        "Could not find any factory for identifier '{identifier}' that implements 'CatalogFactory'.\n\nAvailable factory identifiers are:\n\n{}",
-        available.join("\n")
-    )]
-    UnknownType {
-        identifier: String,
-        available: Vec<String>,
-    },
-    #[error("One or more required options are missing.\n\nMissing required options are:\n\n{}", missing.join("\n"))]
-    MissingOptions { missing: Vec<String> },
-    #[error(
-        "Unsupported options found for '{identifier}'.\n\nUnsupported options:\n\n{}\n\nSupported options:\n\n{}",
-        unsupported.join("\n"),
-        supported.join("\n")
-    )]
-    UnsupportedOptions {
-        identifier: String,
-        unsupported: Vec<String>,
-        supported: Vec<String>,
-    },
-    #[error("Invalid value for option '{key}': {reason}")]
-    InvalidValue { key: String, reason: String },
-    #[error(
-        "Changing {} would send the stored secrets to a new place: give {} again in the same request.",
-        moved.join(", "),
-        missing.join(", ")
-    )]
-    SecretsRequired {
-        moved: Vec<String>,
-        missing: Vec<String>,
-    },
-}
 
 /// A catalog that validated but could not be opened. The message is redacted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -202,16 +107,6 @@ impl FactoryRegistry {
         Self {
             factories: factories.into_iter().map(|f| (f.identifier(), f)).collect(),
         }
-    }
-
-    /// The built-in types: `generic_in_memory`, `jdbc`, `filesystem`; none
-    /// of them may point at `protected`.
-    pub fn builtin(protected: Arc<ProtectedPaths>) -> Self {
-        Self::new(vec![
-            Box::new(super::memory::MemoryCatalogFactory),
-            Box::new(super::jdbc::JdbcCatalogFactory::new(protected.clone())),
-            Box::new(super::filesystem::FilesystemCatalogFactory::new(protected)),
-        ])
     }
 
     pub fn factories(&self) -> impl Iterator<Item = &dyn CatalogFactory> {
@@ -338,7 +233,7 @@ mod tests {
     }
 
     fn message(pairs: &[(&str, &str)]) -> String {
-        FactoryRegistry::builtin(Default::default())
+        super::super::builtin::registry(Default::default())
             .validate(&options(pairs))
             .err()
             .expect("should be refused")
@@ -398,7 +293,7 @@ mod tests {
 
     #[test]
     fn property_version_is_accepted_by_every_type() {
-        let registry = FactoryRegistry::builtin(Default::default());
+        let registry = super::super::builtin::registry(Default::default());
         assert!(
             registry
                 .validate(&options(&[

@@ -1,0 +1,18 @@
+//! The catalog types this build knows: the one list. A new type is a
+//! module beside `memory`, `jdbc` and `filesystem`, and a line here.
+
+use std::sync::Arc;
+
+use super::protected::ProtectedPaths;
+use super::registry::FactoryRegistry;
+use super::{filesystem, jdbc, memory};
+
+/// The built-in types: `generic_in_memory`, `jdbc`, `filesystem`; none of
+/// them may point at `protected`.
+pub fn registry(protected: Arc<ProtectedPaths>) -> FactoryRegistry {
+    FactoryRegistry::new(vec![
+        Box::new(memory::MemoryCatalogFactory),
+        Box::new(jdbc::JdbcCatalogFactory::new(protected.clone())),
+        Box::new(filesystem::FilesystemCatalogFactory::new(protected)),
+    ])
+}

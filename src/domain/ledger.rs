@@ -1,0 +1,327 @@
+//! The ledger: the actions hooks take on each step of a job (the plan),
+//! where each stands, how an attempt ended and when it is tried again, and
+//! what operators may decide about a stuck or failed one. Every status
+//! change records its actions here in the same store transaction, so a
+//! crash loses none and runs none twice.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
+
+/// One step a hook takes on a status change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HookAction {
+    /// Batch: create the hidden staging table or directory.
+    Begin,
+    /// Streaming: create the target table, visible at once.
+    Create,
+    /// Batch: publish the staging as the target, atomically.
+    Commit,
+    /// Batch: drop the staging data and metadata; the target is untouched.
+    Abort,
+}
+
+/// The action a hook of a job in `mode` takes on the step `from → to`.
+pub fn plan(mode: JobMode, from: JobStatus, to: JobStatus) -> Option<HookAction> {
+    use JobStatus::{Canceled, Created, Failed, Finished, Restarting, Running};
+    match (mode, from, to) {
+        (JobMode::Streaming, _, Created) => Some(HookAction::Create),
+        (JobMode::Streaming, _, _) => None,
+        (JobMode::Batch, _, Created) => Some(HookAction::Begin),
+        // A restart straight back to RUNNING is a new attempt too.
+        (JobMode::Batch, Restarting, Running) => Some(HookAction::Begin),
+        (JobMode::Batch, _, Finished) => Some(HookAction::Commit),
+        (JobMode::Batch, _, Failed | Canceled) => Some(HookAction::Abort),
+        (JobMode::Batch, _, _) => None,
+    }
+}
+
+impl HookAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookAction::Begin => "begin",
+            HookAction::Create => "create",
+            HookAction::Commit => "commit",
+            HookAction::Abort => "abort",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            HookAction::Begin,
+            HookAction::Create,
+            HookAction::Commit,
+            HookAction::Abort,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
+    }
+}
+
+/// Where a hook's action stands in the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionState {
+    /// Recorded, not yet done: runs now, or again after a failure or a crash.
+    Pending,
+    Done,
+    /// Gave up: the world refused it (e.g. a conflict at commit).
+    Failed,
+}
+
+impl ActionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionState::Pending => "pending",
+            ActionState::Done => "done",
+            ActionState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [ActionState::Pending, ActionState::Done, ActionState::Failed]
+            .into_iter()
+            .find(|a| a.as_str() == s)
+    }
+}
+
+/// One action in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRecord {
+    pub id: i64,
+    pub job_id: JobId,
+    pub hook_index: u32,
+    pub action: HookAction,
+    /// The status whose arrival recorded it.
+    pub trigger: JobStatus,
+    pub state: ActionState,
+    pub attempts: u32,
+    /// Leased by a runner right now (this process or another replica).
+    pub in_progress: bool,
+    pub last_error: Option<String>,
+    /// What the action found or did, e.g. `committed`, `already committed`.
+    pub outcome: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// How an attempt at an action ended, to be recorded in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionResult {
+    Done {
+        outcome: String,
+    },
+    /// Try again after `retry_at` (the external system is down).
+    Retry {
+        error: String,
+        retry_at: DateTime<Utc>,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// Where everything ctasd had to do for a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Settlement {
+    /// The job runs, or actions are still pending (retried with backoff).
+    InProgress,
+    /// Every action is done: tables published, created or discarded.
+    Settled,
+    /// An action failed: a refusal, a conflict at commit, or an operator
+    /// gave up. The failures say which and why.
+    Failed,
+}
+
+/// Outcome of an action that a superseding abort made unnecessary.
+pub const SUPERSEDED: &str = "superseded";
+
+/// What an operator decides about a stuck or failed action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run it again now, without waiting for its backoff (a failed one too,
+    /// once its cause is fixed).
+    Retry,
+    /// Stop trying: the action fails, and a batch hook's staging is
+    /// discarded by an abort, which releases the catalog.
+    GiveUp,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Retry => "retry",
+            Decision::GiveUp => "give_up",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Decision::Retry, Decision::GiveUp]
+            .into_iter()
+            .find(|d| d.as_str() == s)
+    }
+}
+
+/// An operator's decision, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intervention {
+    pub action_id: i64,
+    pub decision: Decision,
+    pub at: DateTime<Utc>,
+}
+
+/// Why an operator's decision cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionError {
+    #[error("job '{job}' has no action {action}")]
+    NotFound { job: String, action: i64 },
+    #[error("action {0} is done; there is nothing to retry or give up")]
+    Done(i64),
+    #[error("action {0} is running right now; decide again once its attempt has ended")]
+    Running(i64),
+    #[error("action {0} was followed by a later action of its hook; retrying it would undo that")]
+    Overtaken(i64),
+}
+
+/// What an operator's decision does to an action, given where it stands:
+/// the rules shared by every store.
+pub fn decide(
+    action: &ActionRecord,
+    later_of_hook: bool,
+    decision: Decision,
+) -> Result<(), DecisionError> {
+    if action.state == ActionState::Done {
+        return Err(DecisionError::Done(action.id));
+    }
+    if action.in_progress {
+        return Err(DecisionError::Running(action.id));
+    }
+    if decision == Decision::Retry && later_of_hook {
+        return Err(DecisionError::Overtaken(action.id));
+    }
+    Ok(())
+}
+
+/// The actions a move records, in order: for each step, one per hook that
+/// is not skipped, as the plan says for the job's mode; each with the
+/// status whose arrival triggers it. `hooks` are `(index, skipped)`.
+pub fn planned_actions(
+    mode: JobMode,
+    transition: &Transition,
+    hooks: &[(i64, bool)],
+) -> Vec<(i64, HookAction, JobStatus)> {
+    transition
+        .steps()
+        .into_iter()
+        .filter_map(|(from, to)| plan(mode, from, to).map(|action| (action, to)))
+        .flat_map(|(action, to)| {
+            hooks
+                .iter()
+                .filter(|(_, skipped)| !skipped)
+                .map(move |(index, _)| (*index, action, to))
+        })
+        .collect()
+}
+
+/// One row of a job's status history, as a move writes it.
+pub struct HistoryRow<'a> {
+    pub from: JobStatus,
+    pub to: JobStatus,
+    /// Passed over between two reports; the last status reported was not.
+    pub inferred: bool,
+    pub failure: Option<&'a str>,
+    pub engine_at: Option<DateTime<Utc>>,
+}
+
+/// The history rows a move writes: one per step, the failure on the last.
+pub fn history_rows<'a>(transition: &Transition, report: &'a StatusReport) -> Vec<HistoryRow<'a>> {
+    transition
+        .steps()
+        .into_iter()
+        .map(|(from, to)| HistoryRow {
+            from,
+            to,
+            inferred: to != report.status,
+            failure: report.failure.as_deref().filter(|_| to == report.status),
+            engine_at: report.engine_times.get(&to).copied(),
+        })
+        .collect()
+}
+
+/// Whether giving up `action` leaves a staging to discard: a batch hook's
+/// begin or commit with no abort recorded after it.
+pub fn abort_after_giving_up(
+    mode: JobMode,
+    action: &ActionRecord,
+    actions: &[ActionRecord],
+) -> bool {
+    mode == JobMode::Batch
+        && matches!(action.action, HookAction::Begin | HookAction::Commit)
+        && !actions.iter().any(|a| {
+            a.hook_index == action.hook_index && a.id > action.id && a.action == HookAction::Abort
+        })
+}
+
+/// The longest wait between two attempts at an action.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How long to wait before the next attempt, after `attempts` so far:
+/// 0.5 s, 1 s, 2 s, ... up to [`MAX_BACKOFF`].
+pub fn backoff(attempts: u32) -> Duration {
+    let exponent = attempts.saturating_sub(1).min(10);
+    (Duration::from_millis(500) * 2u32.pow(exponent)).min(MAX_BACKOFF)
+}
+
+/// When an action that failed now is tried again.
+pub fn retry(action: &ActionRecord, error: String) -> ActionResult {
+    let wait = chrono::Duration::from_std(backoff(action.attempts))
+        .unwrap_or(chrono::Duration::seconds(30));
+    ActionResult::Retry {
+        error,
+        retry_at: Utc::now() + wait,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_stages_batch_tables_and_creates_streaming_ones_up_front() {
+        use HookAction::*;
+        let expected = |mode, from, to| match (mode, from, to) {
+            (JobMode::Streaming, _, JobStatus::Created) => Some(Create),
+            (JobMode::Batch, _, JobStatus::Created) => Some(Begin),
+            (JobMode::Batch, JobStatus::Restarting, JobStatus::Running) => Some(Begin),
+            (JobMode::Batch, _, JobStatus::Finished) => Some(Commit),
+            (JobMode::Batch, _, JobStatus::Failed | JobStatus::Canceled) => Some(Abort),
+            _ => None,
+        };
+        for mode in [JobMode::Streaming, JobMode::Batch] {
+            for from in JobStatus::ALL {
+                for to in from.legal_next().iter().copied() {
+                    assert_eq!(
+                        plan(mode, from, to),
+                        expected(mode, from, to),
+                        "{mode:?} {from} -> {to}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn attempts_back_off_from_half_a_second_to_thirty() {
+        let waits: Vec<u64> = (1..=9).map(|n| backoff(n).as_millis() as u64).collect();
+        assert_eq!(
+            waits,
+            [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! Reading jobs, their histories and where they write; attaching an
+//! engine's job id; operators settling stuck or failed actions.
+
+use super::submit::check_engine_job_id;
+use super::{ServiceError, Services, WriteLocations};
+use crate::domain::Staging;
+use crate::domain::hook::{JobFilter, JobRecord, StatusChange};
+use crate::domain::job::{JobId, JobMode};
+use crate::domain::ledger::{Decision, Intervention};
+
+/// A job's history: the statuses it reached and operators' decisions.
+pub struct JobEvents {
+    pub job: JobRecord,
+    pub statuses: Vec<StatusChange>,
+    pub interventions: Vec<Intervention>,
+}
+
+impl Services {
+    pub async fn job(&self, id: &JobId) -> Result<JobRecord, ServiceError> {
+        self.store
+            .get_job(id)
+            .await?
+            .ok_or_else(|| ServiceError::JobNotFound(id.to_string()))
+    }
+
+    pub async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRecord>, ServiceError> {
+        Ok(self.store.list_jobs(filter, after, limit).await?)
+    }
+
+    pub async fn job_events(&self, id: &JobId) -> Result<JobEvents, ServiceError> {
+        let job = self.job(id).await?;
+        Ok(JobEvents {
+            statuses: self.store.status_history(id).await?,
+            interventions: self.store.interventions(id).await?,
+            job,
+        })
+    }
+
+    pub async fn set_engine_job_id(
+        &self,
+        id: &JobId,
+        engine_job_id: Option<&str>,
+    ) -> Result<JobRecord, ServiceError> {
+        if let Some(engine_job_id) = engine_job_id {
+            check_engine_job_id(engine_job_id)?;
+        }
+        self.store.set_engine_job_id(id, engine_job_id).await?;
+        self.job(id).await
+    }
+
+    /// An operator's decision about an action; the actions it leads to run
+    /// at once, and the job answers as it then stands.
+    pub async fn settle_action(
+        &self,
+        id: &JobId,
+        action: i64,
+        decision: Decision,
+    ) -> Result<JobRecord, ServiceError> {
+        self.store.settle_action(id, action, decision).await?;
+        tracing::info!(job = %id, action, decision = decision.as_str(), "operator settled an action");
+        Ok(self.hooks.settle_job(id, Vec::new()).await?)
+    }
+
+    /// Where the engine writes each hook's rows (none for a skipped hook).
+    pub fn write_locations(&self, job: &JobRecord) -> WriteLocations {
+        let registry = self.catalogs.registry();
+        job.hooks
+            .iter()
+            .enumerate()
+            .map(|(index, hook)| {
+                let staging = Staging::of(job, index as u32, hook).ok()?;
+                if hook.skipped {
+                    return None;
+                }
+                let staged = job.mode == JobMode::Batch;
+                registry.write_location(&hook.catalog.options, &staging, staged)
+            })
+            .collect()
+    }
+}

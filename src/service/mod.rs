@@ -1,0 +1,220 @@
+//! The application: one use case per function, written once for every
+//! client (the HTTP API now, a watcher or statements later). A use case
+//! validates, plans, persists and acts, in that order; it speaks in domain
+//! types and answers with [`ServiceError`], which names what went wrong in
+//! terms a client can act on and leaves HTTP to the API.
+
+mod catalogs;
+mod jobs;
+mod report;
+mod submit;
+
+use std::sync::Arc;
+
+pub use catalogs::{CatalogType, Registration};
+pub use jobs::JobEvents;
+pub use submit::{HookRequest, JobRequest, Submission};
+
+use crate::catalog::registry::OpenOrInvalid;
+use crate::catalog::{CatalogError, LiveCatalogs};
+use crate::domain::catalog::AlterError;
+use crate::domain::job::TransitionError;
+use crate::domain::ledger::DecisionError;
+use crate::domain::options::{OptionsError, ValidationError};
+use crate::domain::{NameError, WriteLocation};
+use crate::hooks::HookRunner;
+use crate::store::{Store, StoreError};
+
+/// What every use case can reach.
+pub struct Services {
+    store: Arc<dyn Store>,
+    catalogs: Arc<LiveCatalogs>,
+    hooks: Arc<HookRunner>,
+}
+
+impl Services {
+    pub fn new(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>, hooks: Arc<HookRunner>) -> Self {
+        Self {
+            store,
+            catalogs,
+            hooks,
+        }
+    }
+
+    /// The store is reachable, migrated and whole.
+    pub async fn ready(&self) -> Result<(), ServiceError> {
+        Ok(self.store.check_ready().await?)
+    }
+}
+
+/// Why a use case could not be carried out. `field`, where present, names
+/// the part of the request at fault (`hooks[0].target`).
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{message}")]
+    NameInvalid { field: String, message: String },
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    #[error(transparent)]
+    Validation(#[from] ValidationError),
+    #[error(transparent)]
+    Alter(AlterError),
+    #[error("{0}")]
+    CatalogOpenFailed(String),
+    #[error("catalog '{name}' does not exist")]
+    CatalogNotFound { name: String, field: Option<String> },
+    #[error("catalog '{0}' already exists")]
+    CatalogExists(String),
+    #[error("{0}")]
+    CatalogInUse(String),
+    #[error("catalog '{0}' was changed by another request meanwhile; read it again and retry")]
+    CatalogModified(String),
+    #[error("{0}")]
+    CatalogUnavailable(String),
+    #[error("{0}")]
+    CatalogRefused(String),
+    #[error("{message}")]
+    DatabaseNotFound {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("{0}")]
+    TableNotFound(String),
+    #[error("{message}")]
+    TableExists { message: String, field: String },
+    #[error("{message}")]
+    TargetMissing { message: String, field: String },
+    #[error("{message}")]
+    TableNotOwned {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("{message}")]
+    TargetProtected { message: String, field: String },
+    #[error("{message}")]
+    TableInvalid { message: String, field: String },
+    #[error("{message}")]
+    TableUnsupported {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("{0}")]
+    StagingMissing(String),
+    #[error("{message}")]
+    JobInvalid { message: String, field: String },
+    #[error("{0}")]
+    JobExists(String),
+    #[error("job '{0}' does not exist")]
+    JobNotFound(String),
+    #[error(transparent)]
+    Transition(TransitionError),
+    #[error(transparent)]
+    Decision(DecisionError),
+    #[error("engine job id '{0}' is already another job's")]
+    EngineJobIdTaken(String),
+    /// The store cannot be reached; the text is for the log only.
+    #[error("the store is unavailable: {0}")]
+    StoreUnavailable(String),
+    #[error("{0}")]
+    StoreNotReady(String),
+    /// A failure of ctasd itself; the text is for the log only.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    pub(crate) fn job_invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::JobInvalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn name_invalid(field: impl Into<String>, error: NameError) -> Self {
+        Self::NameInvalid {
+            field: field.into(),
+            message: error.to_string(),
+        }
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        let detail = error.to_string();
+        match error {
+            StoreError::CatalogExists(name) => Self::CatalogExists(name),
+            StoreError::CatalogNotFound(name) => Self::CatalogNotFound { name, field: None },
+            StoreError::CatalogInUse { .. } => Self::CatalogInUse(detail),
+            StoreError::ConcurrentModification(name) => Self::CatalogModified(name),
+            StoreError::JobExists(id) => Self::JobExists(format!("job '{id}' already exists")),
+            StoreError::JobNotFound(id) => Self::JobNotFound(id),
+            StoreError::Transition(e) => Self::Transition(e),
+            StoreError::Decision(e) => Self::Decision(e),
+            StoreError::EngineJobIdTaken(id) => Self::EngineJobIdTaken(id),
+            StoreError::Unavailable(_) => Self::StoreUnavailable(detail),
+            StoreError::NotReady(reason) => Self::StoreNotReady(reason),
+            StoreError::Secret { .. } | StoreError::InUse(_) | StoreError::Internal(_) => {
+                Self::Internal(detail)
+            }
+        }
+    }
+}
+
+impl From<CatalogError> for ServiceError {
+    fn from(error: CatalogError) -> Self {
+        let message = error.to_string();
+        match error {
+            CatalogError::DatabaseNotFound(_) => Self::DatabaseNotFound {
+                message,
+                field: None,
+            },
+            CatalogError::TableNotFound { .. } => Self::TableNotFound(message),
+            CatalogError::TableExists { .. } => Self::TableExists {
+                message,
+                field: "target".into(),
+            },
+            CatalogError::StagingMissing { .. } => Self::StagingMissing(message),
+            CatalogError::Unsupported(_) => Self::TableUnsupported {
+                message,
+                field: None,
+            },
+            CatalogError::NotOwned { .. } => Self::TableNotOwned {
+                message,
+                field: None,
+            },
+            CatalogError::Protected(_) => Self::TargetProtected {
+                message,
+                field: "target".into(),
+            },
+            CatalogError::Unavailable(_) => Self::CatalogUnavailable(message),
+            CatalogError::Refused(_) => Self::CatalogRefused(message),
+        }
+    }
+}
+
+impl From<OpenOrInvalid> for ServiceError {
+    fn from(error: OpenOrInvalid) -> Self {
+        match error {
+            OpenOrInvalid::Invalid(e) => Self::Validation(e),
+            OpenOrInvalid::Open(e) => Self::CatalogOpenFailed(e.to_string()),
+        }
+    }
+}
+
+impl From<AlterError> for ServiceError {
+    fn from(error: AlterError) -> Self {
+        match error {
+            AlterError::Options(e) => Self::Options(e),
+            other => Self::Alter(other),
+        }
+    }
+}
+
+/// A live catalog that cannot be opened now although it was when it was
+/// registered: the external system's state, not the request's fault.
+fn unavailable(error: OpenOrInvalid) -> ServiceError {
+    ServiceError::CatalogUnavailable(error.to_string())
+}
+
+/// The write locations of a job's hooks, as clients are told them.
+pub type WriteLocations = Vec<Option<WriteLocation>>;

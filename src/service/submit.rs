@@ -1,0 +1,270 @@
+//! Submitting a job: each hook is planned against its live catalog (names,
+//! the definition, what the system would refuse, what the kind makes of an
+//! existing target) and takes the catalog's snapshot; nothing is created
+//! yet. The same submission again is the same job.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::{ServiceError, Services, unavailable};
+use crate::catalog::CatalogError;
+use crate::domain::hook::{HookFate, HookKind, JobRecord, NewHook, NewJob, TargetRefusal};
+use crate::domain::job::{JobId, JobMode};
+use crate::domain::table::TableDefinition;
+use crate::domain::{CatalogName, ObjectName};
+use crate::store::StoreError;
+
+/// Most hooks a job may have.
+pub const MAX_HOOKS: usize = 64;
+
+/// A job as a client submits it.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRequest {
+    /// Generated when absent.
+    pub id: Option<String>,
+    pub name: String,
+    pub mode: JobMode,
+    pub statement: Option<String>,
+    pub engine_job_id: Option<String>,
+    pub hooks: Vec<HookRequest>,
+}
+
+/// One hook as submitted: the table as JSON or as a property map.
+#[derive(Debug, Clone, Serialize)]
+pub struct HookRequest {
+    pub kind: HookKind,
+    pub catalog: String,
+    pub database: Option<String>,
+    pub table: String,
+    pub if_not_exists: bool,
+    pub definition: Option<TableDefinition>,
+    pub properties: Option<BTreeMap<String, String>>,
+}
+
+/// What a submission did.
+pub enum Submission {
+    Created(JobRecord),
+    /// The same submission again (same id, same body): the job as it is.
+    Existing(JobRecord),
+}
+
+/// An engine's job id: 1 to 128 printable characters (Flink's are 32 hex).
+pub fn check_engine_job_id(id: &str) -> Result<(), ServiceError> {
+    if id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control) {
+        return Err(ServiceError::job_invalid(
+            "engine_job_id",
+            "engine_job_id must be 1 to 128 characters without control characters",
+        ));
+    }
+    Ok(())
+}
+
+impl Services {
+    pub async fn submit_job(&self, request: JobRequest) -> Result<Submission, ServiceError> {
+        let id = match &request.id {
+            Some(id) => {
+                JobId::parse(id).map_err(|e| ServiceError::job_invalid("id", e.to_string()))?
+            }
+            None => JobId::generate(),
+        };
+        if request.name.trim().is_empty() || request.name.chars().count() > 256 {
+            return Err(ServiceError::job_invalid(
+                "name",
+                "name must be 1 to 256 characters",
+            ));
+        }
+        if let Some(engine_job_id) = &request.engine_job_id {
+            check_engine_job_id(engine_job_id)?;
+        }
+        if request.hooks.is_empty() || request.hooks.len() > MAX_HOOKS {
+            let message = format!("a job has 1 to {MAX_HOOKS} hooks");
+            return Err(ServiceError::job_invalid("hooks", message));
+        }
+        let fingerprint = fingerprint(&JobRequest {
+            id: Some(id.to_string()),
+            ..request.clone()
+        });
+        if let Some(existing) = self.store.get_job(&id).await? {
+            return resubmitted(existing, &fingerprint);
+        }
+        let mut hooks = Vec::with_capacity(request.hooks.len());
+        let mut targets = BTreeSet::new();
+        for (index, hook) in request.hooks.iter().enumerate() {
+            let planned = self.plan_hook(index, hook).await?;
+            let target = (
+                planned.catalog.name.clone(),
+                planned.database.clone(),
+                planned.table.clone(),
+            );
+            if !targets.insert(target) {
+                return Err(ServiceError::job_invalid(
+                    format!("hooks[{index}].target"),
+                    "two hooks of one job name the same target",
+                ));
+            }
+            hooks.push(planned);
+        }
+        let job = NewJob {
+            id,
+            name: request.name,
+            mode: request.mode,
+            statement: request.statement,
+            engine_job_id: request.engine_job_id,
+            fingerprint,
+            hooks,
+        };
+        match self.store.insert_job(&job).await {
+            Ok(record) => {
+                tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), "job submitted");
+                Ok(Submission::Created(record))
+            }
+            Err(StoreError::JobExists(_)) => match self.store.get_job(&job.id).await? {
+                Some(existing) => resubmitted(existing, &job.fingerprint),
+                None => Err(ServiceError::Internal(
+                    "a job vanished while it was submitted".into(),
+                )),
+            },
+            Err(StoreError::CatalogNotFound(name)) => {
+                let index = job
+                    .hooks
+                    .iter()
+                    .position(|h| h.catalog.name.as_str() == name);
+                Err(ServiceError::CatalogNotFound {
+                    name,
+                    field: Some(format!(
+                        "hooks[{}].target.catalog",
+                        index.unwrap_or_default()
+                    )),
+                })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Checks one hook against its live catalog and takes the catalog snapshot.
+    async fn plan_hook(&self, index: usize, hook: &HookRequest) -> Result<NewHook, ServiceError> {
+        let field = |name: &str| format!("hooks[{index}].{name}");
+        let catalog_name = CatalogName::parse(&hook.catalog)
+            .map_err(|e| ServiceError::name_invalid(field("target.catalog"), e))?;
+        let record = self
+            .store
+            .get_catalog(&catalog_name)
+            .await?
+            .ok_or_else(|| ServiceError::CatalogNotFound {
+                name: catalog_name.to_string(),
+                field: Some(field("target.catalog")),
+            })?;
+        let live = self.catalogs.get(&record).await.map_err(unavailable)?;
+        let database = hook
+            .database
+            .clone()
+            .unwrap_or_else(|| live.default_database().to_owned());
+        ObjectName::parse("database name", &database)
+            .map_err(|e| ServiceError::name_invalid(field("target.database"), e))?;
+        ObjectName::parse("table name", &hook.table)
+            .map_err(|e| ServiceError::name_invalid(field("target.table"), e))?;
+        let definition =
+            definition_of(hook).map_err(|(part, message)| ServiceError::TableInvalid {
+                field: field(part),
+                message,
+            })?;
+        if !live.list_databases().await?.contains(&database) {
+            return Err(ServiceError::DatabaseNotFound {
+                message: format!(
+                    "database '{database}' does not exist in catalog '{catalog_name}'"
+                ),
+                field: Some(field("target.database")),
+            });
+        }
+        let exists = live.table_exists(&database, &hook.table).await?;
+        live.check_target(&database, &hook.table, &definition, exists)
+            .await
+            .map_err(|e| match e {
+                CatalogError::Unsupported(message) => ServiceError::TableUnsupported {
+                    message,
+                    field: Some(field("table")),
+                },
+                CatalogError::Protected(message) => ServiceError::TargetProtected {
+                    message,
+                    field: field("target"),
+                },
+                other => other.into(),
+            })?;
+        let target = format!("{catalog_name}.{database}.{}", hook.table);
+        let fate = hook
+            .kind
+            .against_target(exists, hook.if_not_exists)
+            .map_err(|refusal| {
+                let message = format!("target {target} {refusal}");
+                match refusal {
+                    TargetRefusal::Exists => ServiceError::TableExists {
+                        message,
+                        field: field("target"),
+                    },
+                    TargetRefusal::Missing => ServiceError::TargetMissing {
+                        message,
+                        field: field("target"),
+                    },
+                }
+            })?;
+        if fate == HookFate::Replaces {
+            live.check_replaceable(&database, &hook.table)
+                .await
+                .map_err(|e| match e {
+                    CatalogError::NotOwned { .. } => ServiceError::TableNotOwned {
+                        message: e.to_string(),
+                        field: Some(field("target")),
+                    },
+                    other => other.into(),
+                })?;
+        }
+        Ok(NewHook {
+            kind: hook.kind,
+            database,
+            table: hook.table.clone(),
+            if_not_exists: hook.if_not_exists,
+            skipped: fate == HookFate::Skipped,
+            table_properties: definition.to_properties(),
+            catalog: record.descriptor,
+        })
+    }
+}
+
+/// The hook's table, from JSON or a property map, validated; or the part
+/// at fault and why.
+fn definition_of(hook: &HookRequest) -> Result<TableDefinition, (&'static str, String)> {
+    match (&hook.definition, &hook.properties) {
+        (Some(table), None) => {
+            table.validate().map_err(|e| ("table", e.to_string()))?;
+            Ok(table.clone())
+        }
+        (None, Some(properties)) => TableDefinition::from_properties(properties)
+            .map_err(|e| ("table_properties", e.to_string())),
+        _ => Err((
+            "table",
+            "give the table either as 'table' or as 'table_properties', not both or neither".into(),
+        )),
+    }
+}
+
+fn fingerprint(request: &JobRequest) -> String {
+    let canonical = serde_json::to_vec(request).expect("a request serializes");
+    Sha256::digest(canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// An existing job with the same id: the same one again, or a clash.
+fn resubmitted(existing: JobRecord, fingerprint: &str) -> Result<Submission, ServiceError> {
+    if existing.fingerprint == fingerprint {
+        Ok(Submission::Existing(existing))
+    } else {
+        Err(ServiceError::JobExists(format!(
+            "job '{}' exists with a different submission",
+            existing.id
+        )))
+    }
+}

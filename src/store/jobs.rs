@@ -1,0 +1,244 @@
+//! Jobs, their hooks (each with its catalog snapshot, secrets sealed) and
+//! what happened to them: written once for both backends.
+
+use async_trait::async_trait;
+use chrono::Utc;
+
+use super::rows::{
+    ACTION_COLUMNS, ActionRow, HookRow, InterventionRow, JobRow, TransitionRow, assemble_jobs,
+    encode_options, engine_id_taken, job_insert_failed,
+};
+use super::sql::{Backend, Query, Sql, SqlStore};
+use super::{JobStore, Keyring, StoreError};
+use crate::domain::hook::{JobFilter, JobRecord, NewJob, StatusChange};
+use crate::domain::job::{JobId, JobStatus};
+use crate::domain::ledger::Intervention;
+
+const JOB_COLUMNS: &str = "id, name, mode, status, statement, failure, fingerprint, engine_job_id, \
+     created_at, updated_at, moved_at";
+const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
+     if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment";
+
+/// The jobs with these ids, ordered by id, with their hooks and actions:
+/// three queries for any number of jobs (`= $1` for one, which planners
+/// serve faster than a list).
+pub(crate) async fn read_jobs(
+    sql: &mut impl Sql,
+    keyring: &Keyring,
+    ids: &[&str],
+) -> Result<Vec<JobRecord>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let in_list = sql.dialect().in_list;
+    let matches = |column: &str| match ids {
+        [_] => format!("{column} = $1"),
+        _ => in_list(column, 1),
+    };
+    let bind = |query: Query<'static>| -> Query<'_> {
+        match ids {
+            [id] => query.text(id),
+            _ => query.texts(ids.to_vec()),
+        }
+    };
+    let jobs: Vec<JobRow> = sql
+        .rows(bind(Query::new(format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE {} ORDER BY id",
+            matches("id")
+        ))))
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    let hooks: Vec<HookRow> = sql
+        .rows(bind(Query::new(format!(
+            "SELECT {HOOK_COLUMNS} FROM hooks WHERE {} ORDER BY job_id, hook_index",
+            matches("job_id")
+        ))))
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    let actions: Vec<ActionRow> = sql
+        .rows(bind(Query::new(format!(
+            "SELECT {ACTION_COLUMNS} FROM actions WHERE {} ORDER BY id",
+            matches("job_id")
+        ))))
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    assemble_jobs(jobs, hooks, actions, keyring)
+}
+
+/// The catalogs of a job's hooks, each once, sorted (so that concurrent
+/// submissions lock them in one order).
+fn catalogs_of(job: &NewJob) -> Vec<&str> {
+    let mut names: Vec<&str> = job.hooks.iter().map(|h| h.catalog.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+#[async_trait]
+impl<B: Backend> JobStore for SqlStore<B> {
+    async fn insert_job(&self, job: &NewJob) -> Result<JobRecord, StoreError> {
+        let now = Utc::now();
+        let mut tx = self.begin().await?;
+        // Held until the commit: a drop of one of these catalogs waits for
+        // this job, then sees it; one that went first makes this fail.
+        let catalogs = catalogs_of(job);
+        let for_share = tx.dialect().for_share;
+        let present: Vec<(String,)> = tx
+            .rows(
+                Query::new(format!(
+                    "SELECT name FROM catalogs WHERE {} ORDER BY name{for_share}",
+                    (tx.dialect().in_list)("name", 1)
+                ))
+                .texts(catalogs.clone()),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        if let Some(missing) = catalogs
+            .iter()
+            .find(|name| !present.iter().any(|(p,)| p == *name))
+        {
+            return Err(StoreError::CatalogNotFound((*missing).to_owned()));
+        }
+        tx.execute(
+            Query::new(
+                "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, \
+                 created_at, updated_at, moved_at, engine_job_id) \
+                 VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6, $7)",
+            )
+            .text(job.id.as_str())
+            .text(&job.name)
+            .text(job.mode.as_str())
+            .opt_text(job.statement.as_deref())
+            .text(&job.fingerprint)
+            .time(now)
+            .opt_text(job.engine_job_id.as_deref()),
+        )
+        .await
+        .map_err(|e| job_insert_failed(job, e))?;
+        tx.execute(
+            Query::new(
+                "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at) \
+                 VALUES ($1, NULL, 'INITIALIZING', NULL, $2)",
+            )
+            .text(job.id.as_str())
+            .time(now),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        for (index, hook) in job.hooks.iter().enumerate() {
+            let (plain, sealed) = encode_options(&hook.catalog.options, &self.keyring);
+            let properties =
+                serde_json::to_string(&hook.table_properties).expect("a string map serializes");
+            tx.execute(
+                Query::new(format!(
+                    "INSERT INTO hooks ({HOOK_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                ))
+                .text(job.id.as_str())
+                .int(index as i64)
+                .text(hook.kind.as_str())
+                .text(hook.catalog.name.as_str())
+                .text(&hook.database)
+                .text(&hook.table)
+                .flag(hook.if_not_exists)
+                .flag(hook.skipped)
+                .text(&properties)
+                .text(&plain)
+                .text(&sealed)
+                .opt_text(hook.catalog.comment.as_deref()),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        }
+        let mut inserted = read_jobs(&mut tx, &self.keyring, &[job.id.as_str()]).await?;
+        self.commit(tx).await?;
+        inserted
+            .pop()
+            .ok_or_else(|| StoreError::JobNotFound(job.id.to_string()))
+    }
+
+    async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError> {
+        Ok(read_jobs(&mut self.pool(), &self.keyring, &[id.as_str()])
+            .await?
+            .pop())
+    }
+
+    async fn list_jobs(
+        &self,
+        filter: &JobFilter,
+        after: Option<&JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let mut pool = self.pool();
+        let ids: Vec<(String,)> = pool
+            .rows(
+                Query::new(
+                    "SELECT j.id FROM jobs j WHERE j.id > $1 \
+                       AND (CAST($2 AS TEXT) IS NULL OR j.status = $2) \
+                       AND (CAST($3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $3)) \
+                       AND (CAST($4 AS TEXT) IS NULL OR j.engine_job_id = $4) \
+                     ORDER BY j.id LIMIT $5",
+                )
+                .text(after.map(JobId::as_str).unwrap_or(""))
+                .opt_text(filter.status.map(JobStatus::as_str))
+                .opt_text(filter.catalog.as_deref())
+                .opt_text(filter.engine_job_id.as_deref())
+                .int(i64::from(limit)),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        // A job deleted meanwhile is simply not listed.
+        let ids: Vec<&str> = ids.iter().map(|(id,)| id.as_str()).collect();
+        read_jobs(&mut pool, &self.keyring, &ids).await
+    }
+
+    async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError> {
+        let rows: Vec<TransitionRow> = self
+            .pool()
+            .rows(
+                Query::new(
+                    "SELECT from_status, to_status, failure, at, inferred, engine_at \
+                     FROM job_transitions WHERE job_id = $1 ORDER BY id",
+                )
+                .text(id.as_str()),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        rows.into_iter().map(TransitionRow::decode).collect()
+    }
+
+    async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError> {
+        let rows: Vec<InterventionRow> = self
+            .pool()
+            .rows(
+                Query::new(
+                    "SELECT action_id, decision, at FROM job_interventions WHERE job_id = $1 ORDER BY id",
+                )
+                .text(job.as_str()),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        rows.into_iter().map(InterventionRow::decode).collect()
+    }
+
+    async fn set_engine_job_id(
+        &self,
+        job: &JobId,
+        engine_job_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let updated = self
+            .pool()
+            .execute(
+                Query::new("UPDATE jobs SET engine_job_id = $2, updated_at = $3 WHERE id = $1")
+                    .text(job.as_str())
+                    .opt_text(engine_job_id)
+                    .time(Utc::now()),
+            )
+            .await
+            .map_err(|e| engine_id_taken(engine_job_id, e))?;
+        if updated == 0 {
+            return Err(StoreError::JobNotFound(job.to_string()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,363 @@
+//! The ledger: status changes and the actions they imply, written in one
+//! transaction under the job's lock; claims with leases (rows another claim
+//! holds are passed over); results; operators' decisions. Written once for
+//! both backends.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::rows::{ACTION_COLUMNS, ActionRow, check_transition};
+use super::sql::{Backend, Query, Sql, SqlStore};
+use super::{Ledger, Moved, StoreError};
+use crate::domain::job::{JobId, JobMode, StatusReport, Transition};
+use crate::domain::ledger::{
+    ActionRecord, ActionResult, Decision, DecisionError, HookAction, SUPERSEDED,
+    abort_after_giving_up, decide, history_rows, planned_actions,
+};
+
+fn millis(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+fn after(duration: Duration) -> DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX)
+}
+
+fn decoded(rows: Vec<ActionRow>) -> Result<Vec<ActionRecord>, StoreError> {
+    let mut actions: Vec<ActionRecord> = rows
+        .into_iter()
+        .map(ActionRow::decode)
+        .collect::<Result<_, _>>()?;
+    actions.sort_by_key(|a| a.id);
+    Ok(actions)
+}
+
+/// The job's status and mode, its row locked until the transaction ends.
+async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<(String, JobMode), StoreError> {
+    let for_update = tx.dialect().for_update;
+    let (status, mode): (String, String) = tx
+        .row(
+            Query::new(format!(
+                "SELECT status, mode FROM jobs WHERE id = $1{for_update}"
+            ))
+            .text(id.as_str()),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?
+        .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
+    let mode = JobMode::parse(&mode)
+        .ok_or_else(|| StoreError::Internal(format!("job {id} has mode {mode}")))?;
+    Ok((status, mode))
+}
+
+/// Records the actions of a move, each hook's begin or create that still
+/// waits giving way to an abort recorded for it.
+async fn record_move(
+    tx: &mut impl Sql,
+    id: &JobId,
+    mode: JobMode,
+    transition: &Transition,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let hooks: Vec<(i64, bool)> = tx
+        .rows(
+            Query::new(
+                "SELECT hook_index, skipped FROM hooks WHERE job_id = $1 ORDER BY hook_index",
+            )
+            .text(id.as_str()),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    for (hook_index, action, trigger) in planned_actions(mode, transition, &hooks) {
+        if action == HookAction::Abort {
+            // Not one running right now: it finishes, and the abort follows.
+            tx.execute(
+                Query::new(format!(
+                    "UPDATE actions SET state = 'failed', outcome = '{SUPERSEDED}', \
+                     last_error = 'superseded: the job ended before it ran', updated_at = $3 \
+                     WHERE job_id = $1 AND hook_index = $2 AND state = 'pending' \
+                       AND action IN ('begin', 'create') AND (lease_until IS NULL OR lease_until < $4)"
+                ))
+                .text(id.as_str())
+                .int(hook_index)
+                .time(now)
+                .int(millis(now)),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        }
+        tx.execute(
+            Query::new(
+                "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, not_before, \
+                 created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6, $6)",
+            )
+            .text(id.as_str())
+            .int(hook_index)
+            .text(action.as_str())
+            .text(trigger.as_str())
+            .int(millis(now))
+            .time(now),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl<B: Backend> Ledger for SqlStore<B> {
+    async fn transition_job(
+        &self,
+        id: &JobId,
+        report: &StatusReport,
+        lease: Option<Duration>,
+    ) -> Result<Moved, StoreError> {
+        let mut tx = self.begin().await?;
+        let (status, mode) = lock_job(&mut tx, id).await?;
+        let transition = check_transition(id, &status, report.status)?;
+        let now = Utc::now();
+        if let Transition::Move { .. } = transition {
+            tx.execute(
+                Query::new(
+                    "UPDATE jobs SET status = $2, failure = coalesce($3, failure), updated_at = $4, \
+                     moved_at = $4 WHERE id = $1",
+                )
+                .text(id.as_str())
+                .text(report.status.as_str())
+                .opt_text(report.failure.as_deref())
+                .time(now),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+            for row in history_rows(&transition, report) {
+                tx.execute(
+                    Query::new(
+                        "INSERT INTO job_transitions (job_id, from_status, to_status, failure, at, \
+                         inferred, engine_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    )
+                    .text(id.as_str())
+                    .text(row.from.as_str())
+                    .text(row.to.as_str())
+                    .opt_text(row.failure)
+                    .time(now)
+                    .flag(row.inferred)
+                    .opt_time(row.engine_at),
+                )
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            }
+            record_move(&mut tx, id, mode, &transition, now).await?;
+        }
+        // The reporter runs what is due for the job at once: claimed in the
+        // same transaction, so no other runner starts it meanwhile.
+        let Some(lease) = lease else {
+            self.commit(tx).await?;
+            return Ok(Moved {
+                transition,
+                claimed: Vec::new(),
+            });
+        };
+        let claimed: Vec<ActionRow> = tx
+            .rows(
+                Query::new(format!(
+                    "UPDATE actions SET lease_until = $1, attempts = attempts + 1, updated_at = $2 \
+                     WHERE job_id = $3 AND state = 'pending' AND not_before <= $4 \
+                       AND (lease_until IS NULL OR lease_until < $4) \
+                       AND NOT EXISTS (SELECT 1 FROM actions b WHERE b.job_id = actions.job_id \
+                                       AND b.hook_index = actions.hook_index AND b.state = 'pending' \
+                                       AND b.id < actions.id) \
+                     RETURNING {ACTION_COLUMNS}"
+                ))
+                .int(millis(after(lease)))
+                .time(now)
+                .text(id.as_str())
+                .int(millis(now)),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        self.commit(tx).await?;
+        Ok(Moved {
+            transition,
+            claimed: decoded(claimed)?,
+        })
+    }
+
+    async fn claim_due_actions(
+        &self,
+        job: Option<&JobId>,
+        lease: Duration,
+        limit: u32,
+        untried_grace: Duration,
+    ) -> Result<Vec<ActionRecord>, StoreError> {
+        let now = Utc::now();
+        let untried_due_by =
+            now - chrono::Duration::from_std(untried_grace).unwrap_or(chrono::Duration::MAX);
+        let mut pool = self.pool();
+        let skip_locked = pool.dialect().skip_locked;
+        let rows: Vec<ActionRow> = pool
+            .rows(
+                Query::new(format!(
+                    "UPDATE actions SET lease_until = $1, attempts = attempts + 1, updated_at = $2 WHERE id IN ( \
+                       SELECT a.id FROM actions a WHERE a.state = 'pending' AND a.not_before <= $3 \
+                         AND (a.lease_until IS NULL OR a.lease_until < $3) \
+                         AND (CAST($4 AS TEXT) IS NULL OR a.job_id = $4) \
+                         AND (a.attempts > 0 OR a.not_before <= $5) \
+                         AND NOT EXISTS (SELECT 1 FROM actions b WHERE b.job_id = a.job_id \
+                                         AND b.hook_index = a.hook_index AND b.state = 'pending' AND b.id < a.id) \
+                       ORDER BY a.id LIMIT $6{skip_locked}) RETURNING {ACTION_COLUMNS}"
+                ))
+                .int(millis(after(lease)))
+                .time(now)
+                .int(millis(now))
+                .opt_text(job.map(JobId::as_str))
+                .int(millis(untried_due_by))
+                .int(i64::from(limit)),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        decoded(rows)
+    }
+
+    async fn release_orphaned_leases(&self) -> Result<u64, StoreError> {
+        if !B::SOLE_PROCESS {
+            return Ok(0);
+        }
+        self.pool()
+            .execute(Query::new(
+                "UPDATE actions SET lease_until = NULL WHERE state = 'pending' AND lease_until IS NOT NULL",
+            ))
+            .await
+            .map_err(StoreError::from_sqlx)
+    }
+
+    async fn renew_leases(&self, ids: &[i64], lease: Duration) -> Result<(), StoreError> {
+        let mut pool = self.pool();
+        let ids_in = (pool.dialect().in_list)("id", 2);
+        pool.execute(
+            Query::new(format!(
+                "UPDATE actions SET lease_until = $1 \
+                 WHERE {ids_in} AND state = 'pending' AND lease_until IS NOT NULL"
+            ))
+            .int(millis(after(lease)))
+            .ints(ids.to_vec()),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        Ok(())
+    }
+
+    async fn record_action(
+        &self,
+        id: i64,
+        result: &ActionResult,
+    ) -> Result<DateTime<Utc>, StoreError> {
+        let now = Utc::now();
+        let query = match result {
+            ActionResult::Done { outcome } => Query::new(
+                "UPDATE actions SET state = 'done', outcome = $2, last_error = NULL, \
+                 lease_until = NULL, updated_at = $3 WHERE id = $1",
+            )
+            .int(id)
+            .text(outcome)
+            .time(now),
+            ActionResult::Retry { error, retry_at } => Query::new(
+                "UPDATE actions SET last_error = $2, not_before = $3, lease_until = NULL, \
+                 updated_at = $4 WHERE id = $1",
+            )
+            .int(id)
+            .text(error)
+            .int(millis(*retry_at))
+            .time(now),
+            ActionResult::Failed { error } => Query::new(
+                "UPDATE actions SET state = 'failed', last_error = $2, lease_until = NULL, \
+                 updated_at = $3 WHERE id = $1",
+            )
+            .int(id)
+            .text(error)
+            .time(now),
+        };
+        self.pool()
+            .execute(query)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(now)
+    }
+
+    async fn settle_action(
+        &self,
+        job: &JobId,
+        action: i64,
+        decision: Decision,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        let (status, mode) = lock_job(&mut tx, job).await?;
+        let actions = decoded(
+            tx.rows(
+                Query::new(format!(
+                    "SELECT {ACTION_COLUMNS} FROM actions WHERE job_id = $1 ORDER BY id"
+                ))
+                .text(job.as_str()),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?,
+        )?;
+        let target = actions.iter().find(|a| a.id == action).ok_or_else(|| {
+            StoreError::Decision(DecisionError::NotFound {
+                job: job.to_string(),
+                action,
+            })
+        })?;
+        let later = actions
+            .iter()
+            .any(|a| a.hook_index == target.hook_index && a.id > target.id);
+        decide(target, later, decision).map_err(StoreError::Decision)?;
+        let now = Utc::now();
+        let settle = match decision {
+            Decision::Retry => Query::new(
+                "UPDATE actions SET state = 'pending', outcome = NULL, not_before = $2, \
+                 updated_at = $3 WHERE id = $1",
+            )
+            .int(action)
+            .int(millis(now))
+            .time(now),
+            Decision::GiveUp => Query::new(
+                "UPDATE actions SET state = 'failed', outcome = 'given up', \
+                 last_error = coalesce(last_error, 'given up by an operator'), lease_until = NULL, \
+                 updated_at = $2 WHERE id = $1",
+            )
+            .int(action)
+            .time(now),
+        };
+        tx.execute(settle).await.map_err(StoreError::from_sqlx)?;
+        if decision == Decision::GiveUp && abort_after_giving_up(mode, target, &actions) {
+            tx.execute(
+                Query::new(
+                    "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, \
+                     not_before, created_at, updated_at) \
+                     VALUES ($1, $2, 'abort', $3, 'pending', 0, $4, $5, $5)",
+                )
+                .text(job.as_str())
+                .int(i64::from(target.hook_index))
+                .text(&status)
+                .int(millis(now))
+                .time(now),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        }
+        tx.execute(
+            Query::new(
+                "INSERT INTO job_interventions (job_id, action_id, decision, at) VALUES ($1, $2, $3, $4)",
+            )
+            .text(job.as_str())
+            .int(action)
+            .text(decision.as_str())
+            .time(now),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        self.commit(tx).await
+    }
+}

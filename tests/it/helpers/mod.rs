@@ -1,0 +1,37 @@
+//! Test harness: servers on `127.0.0.1:0`, fresh databases per test, typed
+//! request helpers. One file per concern: `app` (a server in this process
+//! and its replies), `databases` (PostgreSQL, MariaDB and SQLite made per
+//! test), `processes` (`ctasd serve` as a child), `proxy` (a TCP proxy a
+//! test can cut).
+
+mod app;
+mod databases;
+mod processes;
+mod proxy;
+
+pub use app::{Reply, Submitted, TestApp};
+pub use databases::{
+    TestMysql, TestPostgres, fresh_keyring, mysql_options, mysql_url, open_store, postgres_options,
+    postgres_url, sqlite_database,
+};
+pub use processes::ServerProcess;
+pub use proxy::TcpProxy;
+
+/// The password every test registers; it must never appear anywhere else.
+pub const SECRET: &str = "s3cret-Value";
+
+/// Prints a figure a test measured, and appends it to the file named by
+/// `CTASD_TEST_FIGURES` when that is set: cargo shows a passing test's output
+/// only with `--nocapture`, and `.ci/run` prints that file after the tests.
+pub fn figure(line: &str) {
+    eprintln!("{line}");
+    if let Ok(path) = std::env::var("CTASD_TEST_FIGURES") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+}
