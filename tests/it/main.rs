@@ -3,6 +3,7 @@
 //! PostgreSQL and MariaDB named by `CTASD_TEST_POSTGRES_URL` and
 //! `CTASD_TEST_MYSQL_URL` (skipped, loudly, when unset).
 
+mod architecture;
 mod auth;
 mod browse;
 mod catalogs;
@@ -18,6 +19,7 @@ mod limits;
 mod openapi;
 mod outage;
 mod parsers;
+mod queries;
 mod replicas;
 mod restart;
 mod safety;

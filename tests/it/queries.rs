@@ -1,0 +1,112 @@
+//! What one request costs the store, counted from the statements a real
+//! `ctasd serve` logs (sqlx logs each at debug, inside the request's span).
+
+use serde_json::{Value, json};
+
+use crate::helpers::{ServerProcess, figure};
+
+/// The statements the server ran while serving the request `request_id`.
+fn statements_of(log: &str, request_id: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["target"] == "sqlx::query")
+        .filter(|event| {
+            event["spans"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|span| span["request_id"] == request_id)
+        })
+        .map(|event| {
+            event["db.statement"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// A full read of a job: its row with every column (the transition's own
+/// lock reads only `status, mode`).
+fn is_job_read(statement: &str) -> bool {
+    let statement = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+    statement.starts_with("SELECT id, name, mode, status") && statement.contains("FROM jobs")
+}
+
+#[tokio::test]
+async fn a_status_report_reads_the_job_once_after_its_transition() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path());
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.base);
+
+    let catalog = json!({"name": "mem", "options": {"type": "generic_in_memory"}});
+    let created = client
+        .post(url("/v1/catalogs"))
+        .json(&catalog)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let job = json!({"name": "counted", "mode": "batch", "hooks": [{
+        "kind": "create_table_as",
+        "target": {"catalog": "mem", "database": "default", "table": "orders"},
+        "table": {"columns": [{"name": "id", "type": "BIGINT"}]}
+    }]});
+    let submitted: Value = client
+        .post(url("/v1/jobs"))
+        .json(&job)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = submitted["id"].as_str().unwrap().to_owned();
+
+    // CREATED runs a begin, RUNNING runs nothing, FINISHED runs the commit.
+    let mut reports = Vec::new();
+    for status in ["CREATED", "RUNNING", "FINISHED"] {
+        let request_id = format!("count-{status}");
+        let reply = client
+            .put(url(&format!("/v1/jobs/{id}/status")))
+            .header("x-request-id", &request_id)
+            .json(&json!({"status": status}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200, "{status}");
+        let body: Value = reply.json().await.unwrap();
+        assert_eq!(body["job"]["status"], status);
+        reports.push((status, request_id));
+    }
+    let published: Value = client
+        .get(url("/v1/catalogs/mem/databases/default/tables/orders"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(published["name"], "orders", "the commit ran: {published}");
+
+    let log = server.stop();
+    for (status, request_id) in reports {
+        let statements = statements_of(&log, &request_id);
+        assert!(
+            !statements.is_empty(),
+            "no statement was logged for the {status} report"
+        );
+        let reads = statements.iter().filter(|s| is_job_read(s)).count();
+        assert_eq!(
+            reads,
+            1,
+            "the {status} report read the job {reads} times:\n{}",
+            statements.join("\n")
+        );
+        figure(&format!(
+            "queries: report {status} ran {} statements, {reads} job read",
+            statements.len()
+        ));
+    }
+}
