@@ -12,6 +12,8 @@ pub mod catalog;
 pub mod config;
 /// Pure types and rules, no I/O: names, catalog options and their sensitivity.
 pub mod domain;
+/// Engines as ctasd reaches them: a Flink cluster's REST API, bounded in time and size.
+pub mod engine;
 /// Crash points that kill the process on purpose, for the crash suite.
 pub mod fault;
 /// Carries out the ledger's actions on the catalogs, and resumes them after a crash.
@@ -25,3 +27,5 @@ pub mod service;
 pub mod store;
 /// Log output (text or JSON) that never carries a secret.
 pub mod telemetry;
+/// Polls every registered engine and applies what its jobs did.
+pub mod watcher;

@@ -7,8 +7,8 @@
 //! its permission are written side by side (a handler without one, like
 //! the health checks, needs nothing). Each role grants some permissions:
 //! `reader` reads, `engine` reports job statuses, attaches its job ids and
-//! reads jobs, `operator` manages catalogs and jobs (and settles their
-//! stuck actions), `admin` does everything. A refused attempt is logged
+//! reads jobs, `operator` manages catalogs, engines and jobs (and settles
+//! their stuck actions), `admin` does everything. A refused attempt is logged
 //! with the token's name when it is known, never with the token.
 
 use std::fmt;
@@ -54,7 +54,10 @@ impl Role {
         use Permission::*;
         match self {
             Role::Admin => true,
-            Role::Reader => matches!(permission, Authenticated | ReadCatalogs | ReadJobs),
+            Role::Reader => matches!(
+                permission,
+                Authenticated | ReadCatalogs | ReadEngines | ReadJobs
+            ),
             Role::Engine => matches!(
                 permission,
                 Authenticated | ReadJobs | ReportStatus | UpdateJobs
@@ -63,8 +66,10 @@ impl Role {
                 permission,
                 Authenticated
                     | ReadCatalogs
+                    | ReadEngines
                     | ReadJobs
                     | ManageCatalogs
+                    | ManageEngines
                     | SubmitJobs
                     | UpdateJobs
                     | OperateJobs
@@ -85,8 +90,10 @@ pub enum Permission {
     /// Any valid token (routes that do not exist, so 404s reveal nothing).
     Authenticated,
     ReadCatalogs,
+    ReadEngines,
     ReadJobs,
     ManageCatalogs,
+    ManageEngines,
     SubmitJobs,
     ReportStatus,
     /// Attach an engine's id to a job.
@@ -117,8 +124,10 @@ pub mod need {
     permissions!(
         Authenticated,
         ReadCatalogs,
+        ReadEngines,
         ReadJobs,
         ManageCatalogs,
+        ManageEngines,
         SubmitJobs,
         ReportStatus,
         UpdateJobs,

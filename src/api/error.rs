@@ -76,6 +76,12 @@ pub enum ProblemCode {
     ActionNotFound,
     ActionNotSettleable,
     EngineJobIdTaken,
+    EngineNotFound,
+    EngineExists,
+    EngineInUse,
+    EngineModified,
+    EngineSettingInvalid,
+    EngineUnreachable,
     StoreUnavailable,
     StoreNotReady,
     Internal,
@@ -91,12 +97,13 @@ impl ProblemCode {
             Unauthenticated => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed => StatusCode::FORBIDDEN,
             RouteNotFound | CatalogNotFound | DatabaseNotFound | TableNotFound | JobNotFound
-            | ActionNotFound => StatusCode::NOT_FOUND,
+            | ActionNotFound | EngineNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
             | TableNotOwned | StagingMissing | JobExists | TransitionIllegal
-            | ActionNotSettleable | EngineJobIdTaken => StatusCode::CONFLICT,
+            | ActionNotSettleable | EngineJobIdTaken | EngineExists | EngineInUse
+            | EngineModified => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ContentTypeUnsupported => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -116,7 +123,9 @@ impl ProblemCode {
             | TargetProtected
             | TableInvalid
             | TableUnsupported
-            | JobInvalid => StatusCode::UNPROCESSABLE_ENTITY,
+            | JobInvalid
+            | EngineSettingInvalid
+            | EngineUnreachable => StatusCode::UNPROCESSABLE_ENTITY,
             CatalogUnavailable | CatalogRefused => StatusCode::BAD_GATEWAY,
             TooManyConnections | StoreUnavailable | StoreNotReady => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -178,6 +187,12 @@ impl ProblemCode {
             ActionNotFound => "Action not found",
             ActionNotSettleable => "Action cannot be settled so",
             EngineJobIdTaken => "Engine job id taken",
+            EngineNotFound => "Engine not found",
+            EngineExists => "Engine already exists",
+            EngineInUse => "Engine in use",
+            EngineModified => "Concurrent modification",
+            EngineSettingInvalid => "Invalid engine setting",
+            EngineUnreachable => "Engine cannot be reached",
             StoreUnavailable => "Store unavailable",
             StoreNotReady => "Store not ready",
             Internal => "Internal error",
@@ -431,6 +446,21 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::Decision(_) => Self::new(C::ActionNotSettleable, detail),
             ServiceError::EngineJobIdTaken(_) => Self::new(C::EngineJobIdTaken, detail),
+            ServiceError::EngineSetting(e) => {
+                Self::new(C::EngineSettingInvalid, detail.clone()).with_field(e.field(), detail)
+            }
+            ServiceError::EngineUnreachable(_) => Self::new(C::EngineUnreachable, detail),
+            ServiceError::EngineNotFound {
+                field: Some(field), ..
+            } => Self::new(C::EngineNotFound, detail)
+                .at(Some(field))
+                .unprocessable(),
+            ServiceError::EngineNotFound { field: None, .. } => {
+                Self::new(C::EngineNotFound, detail)
+            }
+            ServiceError::EngineExists(_) => Self::new(C::EngineExists, detail),
+            ServiceError::EngineInUse(_) => Self::new(C::EngineInUse, detail),
+            ServiceError::EngineModified(_) => Self::new(C::EngineModified, detail),
             ServiceError::StoreUnavailable(_) => Self::internal(
                 C::StoreUnavailable,
                 detail,

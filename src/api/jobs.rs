@@ -20,6 +20,7 @@ use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::{AppState, page};
 use crate::domain::WriteLocation;
+use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
 use crate::domain::hook::{HookKind, JobFilter, JobRecord};
 use crate::domain::job::{JobId, JobMode, JobStatus};
 use crate::domain::ledger::{ActionRecord, ActionState, Decision, HookAction, Settlement};
@@ -86,10 +87,18 @@ pub struct SubmitJob {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statement: Option<String>,
     /// The engine's own id for the job (Flink's `JobID`), if known now; it
-    /// can be attached later with `PATCH /v1/jobs/{job}`. Tip: give a Flink
-    /// job ctasd's id with `$internal.pipeline.job-id` and the two agree.
+    /// can be attached later with `PATCH /v1/jobs/{job}`. On an `engine`,
+    /// it defaults to the job's id, which the Flink job takes by setting
+    /// the job's `engine_options`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_job_id: Option<String>,
+    /// A registered engine (`/v1/engines`) ctasd watches the job on: it
+    /// follows the job's statuses itself, and nobody reports them. The
+    /// staging (batch) or table (streaming) is then prepared at once, before
+    /// the engine writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+    pub engine: Option<String>,
     pub hooks: Vec<SubmitHook>,
 }
 
@@ -101,6 +110,7 @@ impl From<SubmitJob> for JobRequest {
             mode: job.mode,
             statement: job.statement,
             engine_job_id: job.engine_job_id,
+            engine: job.engine,
             hooks: job
                 .hooks
                 .into_iter()
@@ -174,12 +184,67 @@ pub struct Job {
     pub statement: Option<String>,
     /// The engine's own id for the job.
     pub engine_job_id: Option<String>,
+    /// The engine ctasd watches the job on, if it does.
+    pub engine: Option<String>,
+    /// Settings the engine's job must have for ctasd to find it: on Flink,
+    /// `$internal.pipeline.job-id` (set it in the job's configuration).
+    pub engine_options: BTreeMap<String, String>,
+    /// What ctasd's watcher last saw of the job and its engine.
+    pub watch: Option<Watch>,
+    /// Why the job failed: the reporter's words, or the root cause the
+    /// watcher copied from the engine.
     pub failure: Option<String>,
     pub hooks: Vec<Hook>,
     /// Every action, oldest first.
     pub actions: Vec<Action>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// What ctasd's watcher last saw of a job and of its engine.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Watch {
+    /// Whether ctasd reached the engine when it last tried.
+    pub engine_reachability: Reachability,
+    /// Since when the engine has been so.
+    pub engine_reachability_since: Option<DateTime<Utc>>,
+    /// Why ctasd cannot reach the engine, while it cannot.
+    pub engine_error: Option<String>,
+    /// The job's status as the engine last gave it.
+    pub engine_status: Option<JobStatus>,
+    pub first_seen_at: Option<DateTime<Utc>>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    /// Since when the engine, reachable, has not known the job.
+    pub missing_since: Option<DateTime<Utc>>,
+    /// What the watcher waits for, or why it settled the job, in words.
+    pub note: Option<String>,
+}
+
+fn watch_view(job: &JobRecord) -> Option<Watch> {
+    job.engine.as_ref()?;
+    let engine = job
+        .engine_observation
+        .clone()
+        .unwrap_or_else(EngineObservation::unknown);
+    let watch = job.watch.clone().unwrap_or_default();
+    Some(Watch {
+        engine_reachability: engine.reachability,
+        engine_reachability_since: engine.since,
+        engine_error: engine.last_error,
+        engine_status: watch.engine_status,
+        first_seen_at: watch.first_seen_at,
+        last_seen_at: watch.last_seen_at,
+        missing_since: watch.missing_since,
+        note: watch.note,
+    })
+}
+
+/// The settings an engine's job takes so that ctasd finds it.
+fn engine_options(job: &JobRecord) -> BTreeMap<String, String> {
+    match (&job.engine, &job.engine_job_id) {
+        (Some(_), Some(id)) => [(FLINK_FIXED_JOB_ID_KEY.to_owned(), id.clone())].into(),
+        _ => BTreeMap::new(),
+    }
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -285,6 +350,9 @@ fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
             .collect(),
         statement: job.statement.clone(),
         engine_job_id: job.engine_job_id.clone(),
+        engine: job.engine.as_ref().map(ToString::to_string),
+        engine_options: engine_options(job),
+        watch: watch_view(job),
         failure: job.failure.clone(),
         hooks,
         actions: job.actions.iter().map(action_view).collect(),
@@ -293,7 +361,9 @@ fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
     }
 }
 
-/// Submit a job: its hooks are checked against the live catalogs; nothing is created yet.
+/// Submit a job: its hooks are checked against the live catalogs; nothing is
+/// created yet, unless the job names an `engine`: then its staging (batch)
+/// or table (streaming) is prepared before the answer.
 #[utoipa::path(
     post,
     path = "/v1/jobs",
@@ -308,7 +378,7 @@ fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
         (status = 409, description = "`JOB_EXISTS` (same id, different job), `TABLE_EXISTS`, `TARGET_MISSING`, or `TABLE_NOT_OWNED` (a replace of a table ctasd cannot prove it made)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`BODY_INVALID`, `JOB_INVALID`, `CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND`, `TABLE_INVALID`, `TABLE_UNSUPPORTED` (the target system would refuse the table), `TARGET_PROTECTED` (a ctasd store)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`BODY_INVALID`, `JOB_INVALID`, `CATALOG_NOT_FOUND`, `ENGINE_NOT_FOUND`, `DATABASE_NOT_FOUND`, `TABLE_INVALID`, `TABLE_UNSUPPORTED` (the target system would refuse the table), `TARGET_PROTECTED` (a ctasd store)", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
@@ -409,6 +479,8 @@ pub struct ListJobsParams {
     pub catalog: Option<String>,
     /// Only the job the engine knows by this id.
     pub engine_job_id: Option<String>,
+    /// Only jobs watched on this engine.
+    pub engine: Option<String>,
     /// Jobs per page, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub page_size: Option<u32>,
@@ -451,6 +523,7 @@ async fn list_jobs(
         status: params.status,
         catalog: params.catalog,
         engine_job_id: params.engine_job_id,
+        engine: params.engine,
     };
     let mut page = page::BoundedPage::new("j", size, after);
     while let Some((after, limit)) = page.wants() {

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod catalog_types;
 pub mod catalogs;
+pub mod engines;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -48,6 +49,7 @@ pub struct AppState {
     tags(
         (name = "catalogs", description = "Register, alter and drop catalogs"),
         (name = "browse", description = "Databases and tables of a live catalog"),
+        (name = "engines", description = "Flink clusters ctasd watches jobs on"),
         (name = "jobs", description = "Submit CTAS jobs and report their status"),
         (name = "health", description = "Liveness and readiness"),
     )
@@ -149,6 +151,7 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(catalog_types::router())
         .merge(catalogs::router())
+        .merge(engines::router())
         .merge(jobs::router())
         .merge(health::router())
 }

@@ -7,8 +7,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::catalog::CatalogDescriptor;
+use super::engine::EngineObservation;
 use super::job::{JobId, JobMode, JobStatus};
 use super::ledger::{ActionRecord, ActionState, SUPERSEDED, Settlement};
+use super::name::EngineName;
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -102,6 +104,9 @@ pub struct NewJob {
     pub statement: Option<String>,
     /// The engine's own id for the job (Flink's `JobID`), when known.
     pub engine_job_id: Option<String>,
+    /// The engine ctasd watches the job on; none when a reporter tells
+    /// ctasd the job's statuses.
+    pub engine: Option<EngineName>,
     /// A digest of the submission, so that a resubmission with the same id
     /// can be told apart from a different job reusing it.
     pub fingerprint: String,
@@ -116,6 +121,11 @@ pub struct JobRecord {
     pub status: JobStatus,
     pub statement: Option<String>,
     pub engine_job_id: Option<String>,
+    pub engine: Option<EngineName>,
+    /// What the watcher last saw of the job on its engine.
+    pub watch: Option<JobWatch>,
+    /// What the watcher last saw of the engine itself.
+    pub engine_observation: Option<EngineObservation>,
     pub failure: Option<String>,
     pub fingerprint: String,
     pub hooks: Vec<NewHook>,
@@ -157,6 +167,23 @@ impl JobRecord {
     }
 }
 
+/// What ctasd's watcher last saw of a job on its engine.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobWatch {
+    /// The job's status as the engine last gave it.
+    pub engine_status: Option<JobStatus>,
+    /// When the engine first and last knew the job.
+    pub first_seen_at: Option<DateTime<Utc>>,
+    pub last_seen_at: Option<DateTime<Utc>>,
+    /// Since when the engine, reachable, has not known the job.
+    pub missing_since: Option<DateTime<Utc>>,
+    /// What the watcher is waiting for, or why it gave up, in words.
+    pub note: Option<String>,
+    /// The engine's last change of the job that was fully examined (its
+    /// `last-modification`, unix ms): a later one is looked at again.
+    pub examined_until: Option<i64>,
+}
+
 /// One status a job reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusChange {
@@ -179,4 +206,6 @@ pub struct JobFilter {
     pub catalog: Option<String>,
     /// The job the engine knows by this id.
     pub engine_job_id: Option<String>,
+    /// Jobs watched on this engine.
+    pub engine: Option<String>,
 }

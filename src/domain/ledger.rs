@@ -25,10 +25,54 @@ pub enum HookAction {
     Abort,
 }
 
+/// When a job's staging (batch) or table (streaming) is made for its first
+/// attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preparation {
+    /// When the job is reported CREATED: a reporter that tells ctasd before
+    /// the engine writes.
+    OnCreated,
+    /// When the job is submitted: ctasd watches the engine itself and hears
+    /// of CREATED only after the engine may have written. For the same
+    /// reason a restart does not empty the staging (the new attempt may
+    /// already be writing): the sink's own guarantee across attempts holds,
+    /// as Flink's filesystem sink commits only the last attempt's files.
+    OnSubmission,
+}
+
+impl Preparation {
+    /// A job watched on an engine is prepared when it is submitted.
+    pub fn of(watched: bool) -> Self {
+        if watched {
+            Preparation::OnSubmission
+        } else {
+            Preparation::OnCreated
+        }
+    }
+}
+
+/// The action each hook of a job in `mode` takes when the job is submitted.
+pub fn preparation(mode: JobMode, preparation: Preparation) -> Option<HookAction> {
+    match (preparation, mode) {
+        (Preparation::OnCreated, _) => None,
+        (Preparation::OnSubmission, JobMode::Batch) => Some(HookAction::Begin),
+        (Preparation::OnSubmission, JobMode::Streaming) => Some(HookAction::Create),
+    }
+}
+
 /// The action a hook of a job in `mode` takes on the step `from → to`.
-pub fn plan(mode: JobMode, from: JobStatus, to: JobStatus) -> Option<HookAction> {
+pub fn plan(
+    mode: JobMode,
+    preparation: Preparation,
+    from: JobStatus,
+    to: JobStatus,
+) -> Option<HookAction> {
     use JobStatus::{Canceled, Created, Failed, Finished, Restarting, Running};
     match (mode, from, to) {
+        // Prepared when the job was submitted, once.
+        (_, _, Created) | (_, Restarting, Running) if preparation == Preparation::OnSubmission => {
+            None
+        }
         (JobMode::Streaming, _, Created) => Some(HookAction::Create),
         (JobMode::Streaming, _, _) => None,
         (JobMode::Batch, _, Created) => Some(HookAction::Begin),
@@ -213,13 +257,14 @@ pub fn decide(
 /// status whose arrival triggers it. `hooks` are `(index, skipped)`.
 pub fn planned_actions(
     mode: JobMode,
+    preparation: Preparation,
     transition: &Transition,
     hooks: &[(i64, bool)],
 ) -> Vec<(i64, HookAction, JobStatus)> {
     transition
         .steps()
         .into_iter()
-        .filter_map(|(from, to)| plan(mode, from, to).map(|action| (action, to)))
+        .filter_map(|(from, to)| plan(mode, preparation, from, to).map(|action| (action, to)))
         .flat_map(|(action, to)| {
             hooks
                 .iter()
@@ -295,7 +340,12 @@ mod tests {
     #[test]
     fn the_plan_stages_batch_tables_and_creates_streaming_ones_up_front() {
         use HookAction::*;
-        let expected = |mode, from, to| match (mode, from, to) {
+        let expected = |mode, preparation, from, to| match (mode, from, to) {
+            (_, _, JobStatus::Created) | (_, JobStatus::Restarting, JobStatus::Running)
+                if preparation == Preparation::OnSubmission =>
+            {
+                None
+            }
             (JobMode::Streaming, _, JobStatus::Created) => Some(Create),
             (JobMode::Batch, _, JobStatus::Created) => Some(Begin),
             (JobMode::Batch, JobStatus::Restarting, JobStatus::Running) => Some(Begin),
@@ -304,15 +354,43 @@ mod tests {
             _ => None,
         };
         for mode in [JobMode::Streaming, JobMode::Batch] {
-            for from in JobStatus::ALL {
-                for to in from.legal_next().iter().copied() {
-                    assert_eq!(
-                        plan(mode, from, to),
-                        expected(mode, from, to),
-                        "{mode:?} {from} -> {to}"
-                    );
+            for preparation in [Preparation::OnCreated, Preparation::OnSubmission] {
+                for from in JobStatus::ALL {
+                    for to in from.legal_next().iter().copied() {
+                        assert_eq!(
+                            plan(mode, preparation, from, to),
+                            expected(mode, preparation, from, to),
+                            "{mode:?} {preparation:?} {from} -> {to}"
+                        );
+                    }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_watched_job_is_prepared_once_when_submitted() {
+        assert_eq!(preparation(JobMode::Batch, Preparation::OnCreated), None);
+        assert_eq!(
+            preparation(JobMode::Batch, Preparation::OnSubmission),
+            Some(HookAction::Begin)
+        );
+        assert_eq!(
+            preparation(JobMode::Streaming, Preparation::OnSubmission),
+            Some(HookAction::Create)
+        );
+        // A restart, seen after the new attempt may have begun writing,
+        // keeps the staging.
+        for to in [JobStatus::Created, JobStatus::Running] {
+            assert_eq!(
+                plan(
+                    JobMode::Batch,
+                    Preparation::OnSubmission,
+                    JobStatus::Restarting,
+                    to
+                ),
+                None
+            );
         }
     }
 

@@ -3,6 +3,7 @@
 //! passed validation.
 
 pub mod catalog;
+pub mod engine;
 pub mod hook;
 pub mod job;
 pub mod ledger;
@@ -13,6 +14,6 @@ pub mod table;
 pub mod types;
 
 pub use catalog::{CatalogAlteration, CatalogDescriptor, CatalogRecord};
-pub use name::{CatalogName, NameError, ObjectName};
+pub use name::{CatalogName, EngineName, NameError, ObjectName};
 pub use options::{CatalogOptions, MASK, OptionsError};
 pub use staging::{Staging, StagingKey, WriteLocation};

@@ -23,7 +23,7 @@ pub enum NameError {
     #[error(
         "{what} '{value}' is not valid: it must start with an ASCII letter and contain only ASCII letters, digits, '_' and '-'"
     )]
-    BadCatalogName { what: &'static str, value: String },
+    BadRegisteredName { what: &'static str, value: String },
     #[error("{what} must not contain control characters, '/' or '\\', and must not be '.' or '..'")]
     BadObjectName { what: &'static str },
 }
@@ -35,26 +35,7 @@ pub struct CatalogName(String);
 
 impl CatalogName {
     pub fn parse(value: &str) -> Result<Self, NameError> {
-        const WHAT: &str = "catalog name";
-        if value.is_empty() {
-            return Err(NameError::Empty { what: WHAT });
-        }
-        if value.chars().count() > CATALOG_NAME_MAX {
-            return Err(NameError::TooLong {
-                what: WHAT,
-                max: CATALOG_NAME_MAX,
-            });
-        }
-        let mut chars = value.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-        let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !(first_ok && rest_ok) {
-            return Err(NameError::BadCatalogName {
-                what: WHAT,
-                value: printable(value),
-            });
-        }
-        Ok(Self(value.to_owned()))
+        registered_name("catalog name", value).map(Self)
     }
 
     pub fn as_str(&self) -> &str {
@@ -66,6 +47,51 @@ impl fmt::Display for CatalogName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// A registered engine's name, by the same rule as a catalog's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct EngineName(String);
+
+impl EngineName {
+    pub fn parse(value: &str) -> Result<Self, NameError> {
+        registered_name("engine name", value).map(Self)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EngineName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A name ctasd registers, fit for a URL path unescaped:
+/// `[A-Za-z][A-Za-z0-9_-]{0,63}`.
+fn registered_name(what: &'static str, value: &str) -> Result<String, NameError> {
+    if value.is_empty() {
+        return Err(NameError::Empty { what });
+    }
+    if value.chars().count() > CATALOG_NAME_MAX {
+        return Err(NameError::TooLong {
+            what,
+            max: CATALOG_NAME_MAX,
+        });
+    }
+    let mut chars = value.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !(first_ok && rest_ok) {
+        return Err(NameError::BadRegisteredName {
+            what,
+            value: printable(value),
+        });
+    }
+    Ok(value.to_owned())
 }
 
 /// A database or table name inside an external catalog.

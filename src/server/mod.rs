@@ -102,18 +102,20 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
-    stop_resumer: watch::Sender<bool>,
+    stop_background: watch::Sender<bool>,
     resumer: JoinHandle<()>,
+    watcher: JoinHandle<()>,
 }
 
 impl RunningServer {
     /// Stops accepting, lets requests in flight finish, lets the resumer
-    /// finish the round it is in, and waits.
+    /// and the engine watcher finish the round they are in, and waits.
     pub async fn stop(self) {
         let _ = self.shutdown.send(());
         let _ = self.task.await;
-        let _ = self.stop_resumer.send(true);
+        let _ = self.stop_background.send(true);
         let _ = self.resumer.await;
+        let _ = self.watcher.await;
     }
 }
 
@@ -151,10 +153,12 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, store = %store.describe(), "ctasd listening");
+    // Resumes actions left unfinished by a crash, and retries failed
+    // attempts; the watcher follows the jobs of registered engines.
+    let (stop_background, stop) = watch::channel(false);
+    let resumer = hooks.spawn_resumer(RESUME_EVERY, stop.clone());
+    let watcher = crate::watcher::spawn(services.clone(), stop);
     tokio::spawn(async move { services.warm_up_catalogs().await });
-    // Resumes actions left unfinished by a crash, and retries failed attempts.
-    let (stop_resumer, stop) = watch::channel(false);
-    let resumer = hooks.spawn_resumer(RESUME_EVERY, stop);
 
     let limits = connections::ConnectionLimits {
         max_connections: connections::connections_that_fit(settings.max_connections),
@@ -170,8 +174,9 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         addr,
         shutdown,
         task,
-        stop_resumer,
+        stop_background,
         resumer,
+        watcher,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Reading jobs, their histories and where they write; attaching an
 //! engine's job id; operators settling stuck or failed actions.
 
-use super::submit::check_engine_job_id;
+use super::submit::{check_engine_job_id, check_watched_engine_job_id};
 use super::{ServiceError, Services, WriteLocations};
 use crate::domain::Staging;
 use crate::domain::hook::{JobFilter, JobRecord, StatusChange};
@@ -49,7 +49,20 @@ impl Services {
         if let Some(engine_job_id) = engine_job_id {
             check_engine_job_id(engine_job_id)?;
         }
-        self.store.set_engine_job_id(id, engine_job_id).await?;
+        let watched = self.job(id).await?.engine.is_some();
+        let engine_job_id = match engine_job_id {
+            Some(given) if watched => Some(check_watched_engine_job_id(given)?),
+            None if watched => {
+                return Err(ServiceError::job_invalid(
+                    "engine_job_id",
+                    "a job watched on an engine keeps its engine job id; it cannot be cleared",
+                ));
+            }
+            other => other.map(str::to_owned),
+        };
+        self.store
+            .set_engine_job_id(id, engine_job_id.as_deref())
+            .await?;
         self.job(id).await
     }
 

@@ -5,19 +5,24 @@
 //! terms a client can act on and leaves HTTP to the API.
 
 mod catalogs;
+mod engines;
 mod jobs;
 mod report;
 mod submit;
+mod watch;
 
 use std::sync::Arc;
 
 pub use catalogs::{CatalogType, Registration};
+pub use engines::{EngineAlteration, EngineRegistration, EngineRequest, EngineWithJobs};
 pub use jobs::JobEvents;
 pub use submit::{HookRequest, JobRequest, Submission};
+pub use watch::{Polled, RequestBudget};
 
 use crate::catalog::registry::OpenOrInvalid;
 use crate::catalog::{CatalogError, LiveCatalogs};
 use crate::domain::catalog::AlterError;
+use crate::domain::engine::EngineSettingError;
 use crate::domain::job::TransitionError;
 use crate::domain::ledger::DecisionError;
 use crate::domain::options::{OptionsError, ValidationError};
@@ -30,6 +35,8 @@ pub struct Services {
     store: Arc<dyn Store>,
     catalogs: Arc<LiveCatalogs>,
     hooks: Arc<HookRunner>,
+    /// The HTTP client every engine is reached with.
+    engines_http: Arc<reqwest::Client>,
 }
 
 impl Services {
@@ -38,6 +45,7 @@ impl Services {
             store,
             catalogs,
             hooks,
+            engines_http: crate::engine::flink::http_client(),
         }
     }
 
@@ -112,6 +120,18 @@ pub enum ServiceError {
     Decision(DecisionError),
     #[error("engine job id '{0}' is already another job's")]
     EngineJobIdTaken(String),
+    #[error(transparent)]
+    EngineSetting(#[from] EngineSettingError),
+    #[error("{0}")]
+    EngineUnreachable(String),
+    #[error("engine '{name}' does not exist")]
+    EngineNotFound { name: String, field: Option<String> },
+    #[error("engine '{0}' already exists")]
+    EngineExists(String),
+    #[error("{0}")]
+    EngineInUse(String),
+    #[error("engine '{0}' was changed by another request meanwhile; read it again and retry")]
+    EngineModified(String),
     /// The store cannot be reached; the text is for the log only.
     #[error("the store is unavailable: {0}")]
     StoreUnavailable(String),
@@ -151,6 +171,13 @@ impl From<StoreError> for ServiceError {
             StoreError::Transition(e) => Self::Transition(e),
             StoreError::Decision(e) => Self::Decision(e),
             StoreError::EngineJobIdTaken(id) => Self::EngineJobIdTaken(id),
+            StoreError::EngineExists(name) => Self::EngineExists(name),
+            StoreError::EngineNotFound(name) => Self::EngineNotFound {
+                name,
+                field: Some("engine".into()),
+            },
+            StoreError::EngineInUse { .. } => Self::EngineInUse(detail),
+            StoreError::EngineModified(name) => Self::EngineModified(name),
             StoreError::Unavailable(_) => Self::StoreUnavailable(detail),
             StoreError::NotReady(reason) => Self::StoreNotReady(reason),
             StoreError::Secret { .. } | StoreError::InUse(_) | StoreError::Internal(_) => {

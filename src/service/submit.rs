@@ -1,7 +1,10 @@
 //! Submitting a job: each hook is planned against its live catalog (names,
 //! the definition, what the system would refuse, what the kind makes of an
-//! existing target) and takes the catalog's snapshot; nothing is created
-//! yet. The same submission again is the same job.
+//! existing target) and takes the catalog's snapshot. Nothing is created
+//! yet, except for a job ctasd watches on an engine: it learns of CREATED
+//! only after the engine may have written, so such a job's staging (or
+//! streaming table) is prepared before the submission answers. The same
+//! submission again is the same job.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,10 +13,11 @@ use sha2::{Digest, Sha256};
 
 use super::{ServiceError, Services, unavailable};
 use crate::catalog::CatalogError;
+use crate::domain::engine::flink_job_id;
 use crate::domain::hook::{HookFate, HookKind, JobRecord, NewHook, NewJob, TargetRefusal};
 use crate::domain::job::{JobId, JobMode};
 use crate::domain::table::TableDefinition;
-use crate::domain::{CatalogName, ObjectName};
+use crate::domain::{CatalogName, EngineName, ObjectName};
 use crate::store::StoreError;
 
 /// Most hooks a job may have.
@@ -28,6 +32,8 @@ pub struct JobRequest {
     pub mode: JobMode,
     pub statement: Option<String>,
     pub engine_job_id: Option<String>,
+    /// The engine ctasd watches the job on, if it watches it.
+    pub engine: Option<String>,
     pub hooks: Vec<HookRequest>,
 }
 
@@ -61,7 +67,42 @@ pub fn check_engine_job_id(id: &str) -> Result<(), ServiceError> {
     Ok(())
 }
 
+/// A watched job's engine job id: Flink's `JobID`, 32 hex digits.
+pub fn check_watched_engine_job_id(id: &str) -> Result<String, ServiceError> {
+    flink_job_id(id).ok_or_else(|| {
+        ServiceError::job_invalid(
+            "engine_job_id",
+            "a job watched on a Flink engine needs Flink's JobID as engine_job_id: 32 hex digits",
+        )
+    })
+}
+
 impl Services {
+    /// The engine a submission names (it must exist) and the engine job
+    /// id the job will have: on a Flink engine, Flink's `JobID`, by default
+    /// the job's own id, which the engine's job is then told to take.
+    async fn engine_of(
+        &self,
+        request: &JobRequest,
+        id: &JobId,
+    ) -> Result<(Option<EngineName>, Option<String>), ServiceError> {
+        let Some(name) = &request.engine else {
+            return Ok((None, request.engine_job_id.clone()));
+        };
+        let name = EngineName::parse(name).map_err(|e| ServiceError::name_invalid("engine", e))?;
+        if self.store.get_engine(&name).await?.is_none() {
+            return Err(ServiceError::EngineNotFound {
+                name: name.to_string(),
+                field: Some("engine".into()),
+            });
+        }
+        let engine_job_id = match &request.engine_job_id {
+            Some(given) => check_watched_engine_job_id(given)?,
+            None => id.to_string(),
+        };
+        Ok((Some(name), Some(engine_job_id)))
+    }
+
     pub async fn submit_job(&self, request: JobRequest) -> Result<Submission, ServiceError> {
         let id = match &request.id {
             Some(id) => {
@@ -78,6 +119,7 @@ impl Services {
         if let Some(engine_job_id) = &request.engine_job_id {
             check_engine_job_id(engine_job_id)?;
         }
+        let (engine, engine_job_id) = self.engine_of(&request, &id).await?;
         if request.hooks.is_empty() || request.hooks.len() > MAX_HOOKS {
             let message = format!("a job has 1 to {MAX_HOOKS} hooks");
             return Err(ServiceError::job_invalid("hooks", message));
@@ -111,14 +153,19 @@ impl Services {
             name: request.name,
             mode: request.mode,
             statement: request.statement,
-            engine_job_id: request.engine_job_id,
+            engine_job_id,
+            engine,
             fingerprint,
             hooks,
         };
         match self.store.insert_job(&job).await {
             Ok(record) => {
-                tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), "job submitted");
-                Ok(Submission::Created(record))
+                tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), engine = ?record.engine.as_ref().map(EngineName::as_str), "job submitted");
+                if record.engine.is_none() {
+                    return Ok(Submission::Created(record));
+                }
+                let prepared = self.hooks.settle_job(&record.id, Vec::new()).await?;
+                Ok(Submission::Created(prepared))
             }
             Err(StoreError::JobExists(_)) => match self.store.get_job(&job.id).await? {
                 Some(existing) => resubmitted(existing, &job.fingerprint),

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 
 use super::rows::{CATALOG_COLUMNS, CatalogRow, encode_options, insert_failed, update_missed};
-use super::sql::{Backend, Query, Sql, SqlStore};
+use super::sql::{Backend, Deletion, Query, Sql, SqlStore};
 use super::{CatalogStore, StoreError};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
 
@@ -103,44 +103,20 @@ impl<B: Backend> CatalogStore for SqlStore<B> {
     }
 
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError> {
-        let mut tx = self.begin().await?;
-        let for_update = tx.dialect().for_update;
-        let exists: Option<(bool,)> = tx
-            .row(
-                Query::new(format!(
-                    "SELECT TRUE FROM catalogs WHERE name = $1{for_update}"
-                ))
-                .text(name.as_str()),
-            )
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        if exists.is_none() {
-            return Ok(false);
-        }
-        // After the lock: a submission that named the catalog first is seen.
-        let (unfinished,): (i64,) = tx
-            .row(
-                Query::new(
-                    "SELECT count(*) FROM jobs j \
-                     WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1) \
-                       AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
-                            OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))",
-                )
-                .text(name.as_str()),
-            )
-            .await
-            .map_err(StoreError::from_sqlx)?
-            .unwrap_or((0,));
-        if unfinished > 0 {
-            return Err(StoreError::CatalogInUse {
+        let users = "SELECT count(*) FROM jobs j \
+             WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1) \
+               AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
+                    OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))";
+        match self
+            .delete_unless_used("catalogs", name.as_str(), users)
+            .await?
+        {
+            Deletion::Deleted => Ok(true),
+            Deletion::Missing => Ok(false),
+            Deletion::InUse(jobs) => Err(StoreError::CatalogInUse {
                 catalog: name.to_string(),
-                jobs: unfinished as u64,
-            });
+                jobs,
+            }),
         }
-        tx.execute(Query::new("DELETE FROM catalogs WHERE name = $1").text(name.as_str()))
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        self.commit(tx).await?;
-        Ok(true)
     }
 }

@@ -4,18 +4,29 @@
 use async_trait::async_trait;
 use chrono::Utc;
 
+use super::ledger::insert_action;
 use super::rows::{
     ACTION_COLUMNS, ActionRow, HookRow, InterventionRow, JobRow, TransitionRow, assemble_jobs,
     encode_options, engine_id_taken, job_insert_failed,
 };
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{JobStore, Keyring, StoreError};
+use crate::domain::EngineName;
 use crate::domain::hook::{JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobStatus};
-use crate::domain::ledger::Intervention;
+use crate::domain::ledger::{Intervention, Preparation, preparation};
 
-const JOB_COLUMNS: &str = "id, name, mode, status, statement, failure, fingerprint, engine_job_id, \
-     created_at, updated_at, moved_at";
+/// A job's columns, what the watcher saw of it and of its engine, as
+/// [`JobRow`] reads them from `jobs j LEFT JOIN job_watches w LEFT JOIN
+/// engines e`.
+const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statement, j.failure, j.fingerprint, \
+     j.engine_job_id, j.engine, j.created_at, j.updated_at, j.moved_at, \
+     w.updated_at AS watch_updated_at, w.engine_status AS watch_engine_status, \
+     w.first_seen_at AS watch_first_seen_at, w.last_seen_at AS watch_last_seen_at, \
+     w.missing_since AS watch_missing_since, w.note AS watch_note, \
+     w.examined_until AS watch_examined_until, e.reachability AS engine_reachability, \
+     e.reachability_since AS engine_reachability_since, e.checked_at AS engine_checked_at, \
+     e.last_error AS engine_last_error, e.engine_version AS engine_version";
 const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
      if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment";
 
@@ -43,8 +54,9 @@ pub(crate) async fn read_jobs(
     };
     let jobs: Vec<JobRow> = sql
         .rows(bind(Query::new(format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE {} ORDER BY id",
-            matches("id")
+            "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN job_watches w ON w.job_id = j.id \
+             LEFT JOIN engines e ON e.name = j.engine WHERE {} ORDER BY j.id",
+            matches("j.id")
         ))))
         .await
         .map_err(StoreError::from_sqlx)?;
@@ -99,11 +111,27 @@ impl<B: Backend> JobStore for SqlStore<B> {
         {
             return Err(StoreError::CatalogNotFound((*missing).to_owned()));
         }
+        if let Some(engine) = &job.engine {
+            // Held until the commit, as the catalogs are: a drop of the
+            // engine waits for this job, then sees it.
+            let found: Option<(String,)> = tx
+                .row(
+                    Query::new(format!(
+                        "SELECT name FROM engines WHERE name = $1{for_share}"
+                    ))
+                    .text(engine.as_str()),
+                )
+                .await
+                .map_err(StoreError::from_sqlx)?;
+            if found.is_none() {
+                return Err(StoreError::EngineNotFound(engine.to_string()));
+            }
+        }
         tx.execute(
             Query::new(
                 "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, \
-                 created_at, updated_at, moved_at, engine_job_id) \
-                 VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6, $7)",
+                 created_at, updated_at, moved_at, engine_job_id, engine) \
+                 VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6, $7, $8)",
             )
             .text(job.id.as_str())
             .text(&job.name)
@@ -111,7 +139,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .opt_text(job.statement.as_deref())
             .text(&job.fingerprint)
             .time(now)
-            .opt_text(job.engine_job_id.as_deref()),
+            .opt_text(job.engine_job_id.as_deref())
+            .opt_text(job.engine.as_ref().map(EngineName::as_str)),
         )
         .await
         .map_err(|e| job_insert_failed(job, e))?;
@@ -150,6 +179,19 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .await
             .map_err(StoreError::from_sqlx)?;
         }
+        let preparing = preparation(job.mode, Preparation::of(job.engine.is_some()));
+        for (index, _) in job.hooks.iter().enumerate().filter(|(_, h)| !h.skipped) {
+            let Some(action) = preparing else { break };
+            insert_action(
+                &mut tx,
+                &job.id,
+                index as i64,
+                action,
+                JobStatus::Initializing,
+                now,
+            )
+            .await?;
+        }
         let mut inserted = read_jobs(&mut tx, &self.keyring, &[job.id.as_str()]).await?;
         self.commit(tx).await?;
         inserted
@@ -177,13 +219,15 @@ impl<B: Backend> JobStore for SqlStore<B> {
                        AND (CAST($2 AS TEXT) IS NULL OR j.status = $2) \
                        AND (CAST($3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $3)) \
                        AND (CAST($4 AS TEXT) IS NULL OR j.engine_job_id = $4) \
+                       AND (CAST($6 AS TEXT) IS NULL OR j.engine = $6) \
                      ORDER BY j.id LIMIT $5",
                 )
                 .text(after.map(JobId::as_str).unwrap_or(""))
                 .opt_text(filter.status.map(JobStatus::as_str))
                 .opt_text(filter.catalog.as_deref())
                 .opt_text(filter.engine_job_id.as_deref())
-                .int(i64::from(limit)),
+                .int(i64::from(limit))
+                .opt_text(filter.engine.as_deref()),
             )
             .await
             .map_err(StoreError::from_sqlx)?;

@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use super::rows::{ACTION_COLUMNS, ActionRow, check_transition};
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{Ledger, Moved, StoreError};
-use crate::domain::job::{JobId, JobMode, StatusReport, Transition};
+use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::ledger::{
-    ActionRecord, ActionResult, Decision, DecisionError, HookAction, SUPERSEDED,
+    ActionRecord, ActionResult, Decision, DecisionError, HookAction, Preparation, SUPERSEDED,
     abort_after_giving_up, decide, history_rows, planned_actions,
 };
 
@@ -34,13 +34,22 @@ fn decoded(rows: Vec<ActionRow>) -> Result<Vec<ActionRecord>, StoreError> {
     Ok(actions)
 }
 
-/// The job's status and mode, its row locked until the transaction ends.
-async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<(String, JobMode), StoreError> {
+/// A job as its status changes see it, its row locked until the
+/// transaction ends.
+struct LockedJob {
+    status: String,
+    mode: JobMode,
+    preparation: Preparation,
+    /// The latest engine time applied to the job (unix ms).
+    engine_applied_until: Option<i64>,
+}
+
+async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<LockedJob, StoreError> {
     let for_update = tx.dialect().for_update;
-    let (status, mode): (String, String) = tx
+    let (status, mode, engine, engine_applied_until): (String, String, Option<String>, Option<i64>) = tx
         .row(
             Query::new(format!(
-                "SELECT status, mode FROM jobs WHERE id = $1{for_update}"
+                "SELECT status, mode, engine, engine_applied_until FROM jobs WHERE id = $1{for_update}"
             ))
             .text(id.as_str()),
         )
@@ -49,7 +58,12 @@ async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<(String, JobMode), St
         .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
     let mode = JobMode::parse(&mode)
         .ok_or_else(|| StoreError::Internal(format!("job {id} has mode {mode}")))?;
-    Ok((status, mode))
+    Ok(LockedJob {
+        status,
+        mode,
+        preparation: Preparation::of(engine.is_some()),
+        engine_applied_until,
+    })
 }
 
 /// Records the actions of a move, each hook's begin or create that still
@@ -57,7 +71,7 @@ async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<(String, JobMode), St
 async fn record_move(
     tx: &mut impl Sql,
     id: &JobId,
-    mode: JobMode,
+    job: &LockedJob,
     transition: &Transition,
     now: DateTime<Utc>,
 ) -> Result<(), StoreError> {
@@ -70,7 +84,9 @@ async fn record_move(
         )
         .await
         .map_err(StoreError::from_sqlx)?;
-    for (hook_index, action, trigger) in planned_actions(mode, transition, &hooks) {
+    for (hook_index, action, trigger) in
+        planned_actions(job.mode, job.preparation, transition, &hooks)
+    {
         if action == HookAction::Abort {
             // Not one running right now: it finishes, and the abort follows.
             tx.execute(
@@ -88,21 +104,34 @@ async fn record_move(
             .await
             .map_err(StoreError::from_sqlx)?;
         }
-        tx.execute(
-            Query::new(
-                "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, not_before, \
-                 created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6, $6)",
-            )
-            .text(id.as_str())
-            .int(hook_index)
-            .text(action.as_str())
-            .text(trigger.as_str())
-            .int(millis(now))
-            .time(now),
-        )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        insert_action(tx, id, hook_index, action, trigger, now).await?;
     }
+    Ok(())
+}
+
+/// Records an action due now.
+pub(crate) async fn insert_action(
+    tx: &mut impl Sql,
+    id: &JobId,
+    hook_index: i64,
+    action: HookAction,
+    trigger: JobStatus,
+    now: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    tx.execute(
+        Query::new(
+            "INSERT INTO actions (job_id, hook_index, action, trigger, state, attempts, not_before, \
+             created_at, updated_at) VALUES ($1, $2, $3, $4, 'pending', 0, $5, $6, $6)",
+        )
+        .text(id.as_str())
+        .int(hook_index)
+        .text(action.as_str())
+        .text(trigger.as_str())
+        .int(millis(now))
+        .time(now),
+    )
+    .await
+    .map_err(StoreError::from_sqlx)?;
     Ok(())
 }
 
@@ -115,19 +144,31 @@ impl<B: Backend> Ledger for SqlStore<B> {
         lease: Option<Duration>,
     ) -> Result<Moved, StoreError> {
         let mut tx = self.begin().await?;
-        let (status, mode) = lock_job(&mut tx, id).await?;
-        let transition = check_transition(id, &status, report.status)?;
+        let job = lock_job(&mut tx, id).await?;
+        let engine_at = report
+            .engine_times
+            .get(&report.status)
+            .map(|at| millis(*at));
+        let stale = engine_at.is_some_and(|at| job.engine_applied_until.is_some_and(|u| at <= u));
+        let transition = if stale {
+            // The engine said this before what was already applied.
+            Transition::Repeat
+        } else {
+            check_transition(id, &job.status, report.status)?
+        };
         let now = Utc::now();
         if let Transition::Move { .. } = transition {
             tx.execute(
                 Query::new(
                     "UPDATE jobs SET status = $2, failure = coalesce($3, failure), updated_at = $4, \
-                     moved_at = $4 WHERE id = $1",
+                     moved_at = $4, engine_applied_until = coalesce($5, engine_applied_until) \
+                     WHERE id = $1",
                 )
                 .text(id.as_str())
                 .text(report.status.as_str())
                 .opt_text(report.failure.as_deref())
-                .time(now),
+                .time(now)
+                .opt_int(engine_at),
             )
             .await
             .map_err(StoreError::from_sqlx)?;
@@ -148,7 +189,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 .await
                 .map_err(StoreError::from_sqlx)?;
             }
-            record_move(&mut tx, id, mode, &transition, now).await?;
+            record_move(&mut tx, id, &job, &transition, now).await?;
         }
         // The reporter runs what is due for the job at once: claimed in the
         // same transaction, so no other runner starts it meanwhile.
@@ -292,7 +333,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
         decision: Decision,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
-        let (status, mode) = lock_job(&mut tx, job).await?;
+        let LockedJob { status, mode, .. } = lock_job(&mut tx, job).await?;
         let actions = decoded(
             tx.rows(
                 Query::new(format!(

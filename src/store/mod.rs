@@ -1,6 +1,7 @@
-//! Persistence behind three traits split by use (catalogs, jobs, the
+//! Persistence behind traits split by use (catalogs, engines, jobs, the
 //! ledger), with a SQLite and a PostgreSQL backend chosen by the database
-//! URL. Every query is written once (`catalogs.rs`, `jobs.rs`, `ledger.rs`)
+//! URL. Every query is written once (`catalogs.rs`, `engines.rs`, `jobs.rs`,
+//! `ledger.rs`)
 //! over a small per-backend trait (`sql.rs`); `sqlite.rs` and `postgres.rs`
 //! hold only what the two databases really differ in.
 //!
@@ -9,6 +10,7 @@
 //! driver errors to [`StoreError`], so no layer above sees a driver type.
 
 mod catalogs;
+mod engines;
 mod jobs;
 mod ledger;
 pub mod postgres;
@@ -26,10 +28,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::domain::hook::{JobFilter, JobRecord, NewJob, StatusChange};
+use crate::domain::engine::{EngineDescriptor, EngineObservation, EngineRecord};
+use crate::domain::hook::{JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention};
-use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord};
+use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
 pub use secrets::Keyring;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +71,14 @@ pub enum StoreError {
     Decision(crate::domain::ledger::DecisionError),
     #[error("engine job id '{0}' is already another job's")]
     EngineJobIdTaken(String),
+    #[error("engine '{0}' already exists")]
+    EngineExists(String),
+    #[error("engine '{0}' does not exist")]
+    EngineNotFound(String),
+    #[error("engine '{engine}' watches {jobs} unfinished job(s); drop it when they have ended")]
+    EngineInUse { engine: String, jobs: u64 },
+    #[error("engine '{0}' was changed by another request meanwhile; read it again and retry")]
+    EngineModified(String),
     #[error("store failure: {0}")]
     Internal(String),
 }
@@ -116,6 +127,77 @@ pub trait CatalogStore: Send + Sync {
     /// transaction, serialized with [`JobStore::insert_job`]'s own check that
     /// its catalogs exist, so a job is never stored on a dropped catalog.
     async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError>;
+}
+
+/// Registered engines, what ctasd saw of them, and which replica polls
+/// each: every method is one transaction.
+#[async_trait]
+pub trait EngineStore: Send + Sync {
+    /// Fails with [`StoreError::EngineExists`] when the name is taken.
+    async fn insert_engine(
+        &self,
+        engine: &EngineDescriptor,
+        seen: &EngineObservation,
+    ) -> Result<EngineRecord, StoreError>;
+
+    async fn get_engine(&self, name: &EngineName) -> Result<Option<EngineRecord>, StoreError>;
+
+    /// Engines ordered by name (bytewise), strictly after `after`.
+    async fn list_engines(
+        &self,
+        after: Option<&EngineName>,
+        limit: u32,
+    ) -> Result<Vec<EngineRecord>, StoreError>;
+
+    /// Replaces the descriptor (and what was seen of the engine) if the
+    /// stored version is still `expected_version`.
+    async fn update_engine(
+        &self,
+        engine: &EngineDescriptor,
+        seen: &EngineObservation,
+        expected_version: i64,
+    ) -> Result<EngineRecord, StoreError>;
+
+    /// Whether an engine was deleted; refused with
+    /// [`StoreError::EngineInUse`] while it watches unfinished jobs.
+    async fn delete_engine(&self, name: &EngineName) -> Result<bool, StoreError>;
+
+    /// Takes (or keeps) the right to poll `name` for `lease`, for the
+    /// replica `poller`; `false` while another replica holds it.
+    async fn lease_engine(
+        &self,
+        name: &EngineName,
+        poller: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Records what a poll saw of the engine.
+    async fn record_engine_seen(
+        &self,
+        name: &EngineName,
+        seen: &EngineObservation,
+    ) -> Result<(), StoreError>;
+
+    /// The unfinished jobs watched on `name`.
+    async fn watched_jobs(&self, name: &EngineName) -> Result<Vec<WatchedJob>, StoreError>;
+
+    /// How many unfinished jobs each engine watches, by name.
+    async fn watched_counts(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Records what the watcher saw of a job.
+    async fn record_watch(&self, job: &JobId, watch: &JobWatch) -> Result<(), StoreError>;
+}
+
+/// A job as the watcher sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedJob {
+    pub id: JobId,
+    pub status: crate::domain::job::JobStatus,
+    pub engine_job_id: Option<String>,
+    /// The latest engine time applied to it (unix ms).
+    pub engine_applied_until: Option<i64>,
+    pub created_at: DateTime<Utc>,
+    pub watch: Option<JobWatch>,
 }
 
 /// Jobs as submitted, and what happened to them.
@@ -226,7 +308,7 @@ pub trait Ledger: Send + Sync {
 
 /// Everything ctasd keeps: catalogs, jobs and the ledger, in one database.
 #[async_trait]
-pub trait Store: CatalogStore + JobStore + Ledger {
+pub trait Store: CatalogStore + EngineStore + JobStore + Ledger {
     /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
     fn describe(&self) -> String;
 

@@ -8,11 +8,12 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::MigrateError;
 
 use super::{Keyring, StoreError};
-use crate::domain::hook::{HookKind, JobRecord, NewHook, NewJob, StatusChange};
+use crate::domain::engine::{EngineObservation, Reachability};
+use crate::domain::hook::{HookKind, JobRecord, JobWatch, NewHook, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
 use crate::domain::ledger::{ActionRecord, ActionState, Decision, HookAction, Intervention};
 use crate::domain::options::is_sensitive;
-use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord};
+use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord, EngineName};
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct CatalogRow {
@@ -108,8 +109,11 @@ pub(crate) const STORE_TABLES: &[&str] = &[
     "actions",
     "catalogs",
     "ctasd_store",
+    "engines",
     "hooks",
+    "job_interventions",
     "job_transitions",
+    "job_watches",
     "jobs",
 ];
 
@@ -176,9 +180,24 @@ pub(crate) struct JobRow {
     pub failure: Option<String>,
     pub fingerprint: String,
     pub engine_job_id: Option<String>,
+    pub engine: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub moved_at: DateTime<Utc>,
+    /// From `job_watches`, when the watcher has seen the job.
+    pub watch_updated_at: Option<DateTime<Utc>>,
+    pub watch_engine_status: Option<String>,
+    pub watch_first_seen_at: Option<DateTime<Utc>>,
+    pub watch_last_seen_at: Option<DateTime<Utc>>,
+    pub watch_missing_since: Option<DateTime<Utc>>,
+    pub watch_note: Option<String>,
+    pub watch_examined_until: Option<i64>,
+    /// From `engines`, for a watched job.
+    pub engine_reachability: Option<String>,
+    pub engine_reachability_since: Option<DateTime<Utc>>,
+    pub engine_checked_at: Option<DateTime<Utc>>,
+    pub engine_last_error: Option<String>,
+    pub engine_version: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -284,6 +303,37 @@ impl JobRow {
                 .map_err(|_| corrupt("status", &self.status))?,
             statement: self.statement,
             engine_job_id: self.engine_job_id,
+            engine: self
+                .engine
+                .as_deref()
+                .map(|e| EngineName::parse(e).map_err(|_| corrupt("engine name", e)))
+                .transpose()?,
+            watch: match self.watch_updated_at {
+                None => None,
+                Some(_) => Some(JobWatch {
+                    engine_status: self
+                        .watch_engine_status
+                        .as_deref()
+                        .map(|s| s.parse().map_err(|_| corrupt("engine status", s)))
+                        .transpose()?,
+                    first_seen_at: self.watch_first_seen_at,
+                    last_seen_at: self.watch_last_seen_at,
+                    missing_since: self.watch_missing_since,
+                    note: self.watch_note,
+                    examined_until: self.watch_examined_until,
+                }),
+            },
+            engine_observation: match self.engine_reachability.as_deref() {
+                None => None,
+                Some(reachability) => Some(EngineObservation {
+                    reachability: Reachability::parse(reachability)
+                        .ok_or_else(|| corrupt("engine reachability", reachability))?,
+                    since: self.engine_reachability_since,
+                    checked_at: self.engine_checked_at,
+                    last_error: self.engine_last_error,
+                    version: self.engine_version,
+                }),
+            },
             failure: self.failure,
             fingerprint: self.fingerprint,
             hooks: hooks

@@ -22,6 +22,7 @@ pub enum Param<'a> {
     Text(&'a str),
     OptText(Option<&'a str>),
     Int(i64),
+    OptInt(Option<i64>),
     Bool(bool),
     Time(DateTime<Utc>),
     OptTime(Option<DateTime<Utc>>),
@@ -60,6 +61,10 @@ impl<'a> Query<'a> {
 
     pub fn int(self, value: i64) -> Self {
         self.bind(Param::Int(value))
+    }
+
+    pub fn opt_int(self, value: Option<i64>) -> Self {
+        self.bind(Param::OptInt(value))
     }
 
     pub fn flag(self, value: bool) -> Self {
@@ -197,6 +202,53 @@ impl<B: Backend> SqlStore<B> {
     pub(crate) async fn commit(&self, tx: B::Tx) -> Result<(), StoreError> {
         B::commit(tx).await.map_err(StoreError::from_sqlx)
     }
+
+    /// Deletes the row named `name` of `table` unless `users` (a count,
+    /// `$1` the name) finds something that still needs it. The row is
+    /// locked first, so a writer that checked it exists (a submission)
+    /// either went first and is counted, or waits and then finds it gone.
+    pub(crate) async fn delete_unless_used(
+        &self,
+        table: &str,
+        name: &str,
+        users: &str,
+    ) -> Result<Deletion, StoreError> {
+        let mut tx = self.begin().await?;
+        let for_update = tx.dialect().for_update;
+        let exists: Option<(String,)> = tx
+            .row(
+                Query::new(format!(
+                    "SELECT name FROM {table} WHERE name = $1{for_update}"
+                ))
+                .text(name),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        if exists.is_none() {
+            return Ok(Deletion::Missing);
+        }
+        let (used,): (i64,) = tx
+            .row(Query::new(users.to_owned()).text(name))
+            .await
+            .map_err(StoreError::from_sqlx)?
+            .unwrap_or((0,));
+        if used > 0 {
+            return Ok(Deletion::InUse(used as u64));
+        }
+        tx.execute(Query::new(format!("DELETE FROM {table} WHERE name = $1")).text(name))
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        self.commit(tx).await?;
+        Ok(Deletion::Deleted)
+    }
+}
+
+/// What [`SqlStore::delete_unless_used`] did.
+pub(crate) enum Deletion {
+    Deleted,
+    Missing,
+    /// Kept: this many still need it.
+    InUse(u64),
 }
 
 /// Implements [`Sql`] for a backend's pool and its transactions, given the
@@ -215,6 +267,7 @@ macro_rules! sql_over {
                     Param::Text(v) => arguments.add(*v)?,
                     Param::OptText(v) => arguments.add(*v)?,
                     Param::Int(v) => arguments.add(*v)?,
+                    Param::OptInt(v) => arguments.add(*v)?,
                     Param::Bool(v) => arguments.add(*v)?,
                     Param::Time(v) => arguments.add(*v)?,
                     Param::OptTime(v) => arguments.add(*v)?,

@@ -24,6 +24,7 @@ fn allowed(method: &str, path: &str) -> Vec<Role> {
     } else if path.starts_with("/v1/jobs") {
         vec![Operator, Admin]
     } else if read {
+        // Catalogs, catalog types and engines.
         vec![Reader, Operator, Admin]
     } else {
         vec![Operator, Admin]
@@ -38,6 +39,7 @@ fn concrete(template: &str) -> String {
         .replace("{job}", "00112233445566778899aabbccddeeff")
         .replace("{action}", "1")
         .replace("{decision}", "retry")
+        .replace("{engine}", "flink")
 }
 
 async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Reply {

@@ -30,7 +30,8 @@ fn statements_of(log: &str, request_id: &str) -> Vec<String> {
 /// lock reads only `status, mode`).
 fn is_job_read(statement: &str) -> bool {
     let statement = statement.split_whitespace().collect::<Vec<_>>().join(" ");
-    statement.starts_with("SELECT id, name, mode, status") && statement.contains("FROM jobs")
+    statement.starts_with("SELECT j.id, j.name, j.mode, j.status")
+        && statement.contains("FROM jobs")
 }
 
 #[tokio::test]

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use ctasd::domain::engine::{EngineDescriptor, EngineKind, EngineObservation, EngineSettings};
 use ctasd::domain::hook::{HookKind, JobRecord, NewHook, NewJob};
 use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use ctasd::domain::ledger::{ActionResult, ActionState, HookAction};
-use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions};
+use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions, EngineName};
 use ctasd::store::{Store, StoreError};
 
 use crate::helpers::{TestPostgres, fresh_keyring, open_store};
@@ -85,6 +86,10 @@ conformance!(
     concurrent_claimers_never_share_an_action,
     a_renewed_lease_holds_and_a_released_one_is_not_renewed,
     an_untried_action_is_left_to_its_report_for_the_grace_period,
+    a_watched_job_is_prepared_at_submission_and_not_again_at_created,
+    an_engine_observation_older_than_one_applied_changes_nothing,
+    one_poller_holds_an_engine_until_its_lease_runs_out,
+    an_engine_watching_unfinished_jobs_is_kept,
 );
 
 fn descriptor(name: &str, pairs: &[(&str, &str)], comment: Option<&str>) -> CatalogDescriptor {
@@ -286,6 +291,7 @@ fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
         mode,
         statement: Some("CREATE TABLE t AS SELECT 1".into()),
         engine_job_id: None,
+        engine: None,
         fingerprint: "f1".into(),
         hooks: (0..hooks)
             .map(|i| NewHook {
@@ -833,4 +839,165 @@ async fn an_untried_action_is_left_to_its_report_for_the_grace_period(backend: B
 
     assert!(early.is_empty(), "left to the report that recorded it");
     assert_eq!(late.len(), 1, "taken over once the grace has passed");
+}
+
+fn engine(name: &str) -> EngineDescriptor {
+    EngineDescriptor {
+        name: EngineName::parse(name).unwrap(),
+        kind: EngineKind::Flink,
+        settings: EngineSettings::new("http://127.0.0.1:8081", None, None, None, None).unwrap(),
+        comment: None,
+    }
+}
+
+/// A batch job watched on engine `flink`, which is registered.
+async fn watched_job(store: &Arc<dyn Store>) -> NewJob {
+    match store
+        .insert_engine(&engine("flink"), &EngineObservation::unknown())
+        .await
+    {
+        Ok(_) | Err(StoreError::EngineExists(_)) => {}
+        Err(other) => panic!("{other}"),
+    }
+    let mut new = job(JobMode::Batch, 2, &[1]);
+    new.engine = Some(EngineName::parse("flink").unwrap());
+    new.engine_job_id = Some(new.id.to_string());
+    new
+}
+
+/// A report of `status` as the engine timed it (unix ms).
+fn observed(status: JobStatus, at_millis: i64) -> StatusReport {
+    let at = chrono::DateTime::from_timestamp_millis(at_millis).unwrap();
+    StatusReport {
+        engine_times: [(status, at)].into(),
+        ..StatusReport::new(status)
+    }
+}
+
+async fn a_watched_job_is_prepared_at_submission_and_not_again_at_created(backend: Backend) {
+    let new = watched_job(&backend.store).await;
+    let inserted = insert(&backend.store, &new).await;
+    let prepared: Vec<(u32, HookAction, JobStatus)> = inserted
+        .actions
+        .iter()
+        .map(|a| (a.hook_index, a.action, a.trigger))
+        .collect();
+    assert_eq!(
+        prepared,
+        [(0, HookAction::Begin, JobStatus::Initializing)],
+        "the staging is begun at submission; the skipped hook takes none"
+    );
+    assert_eq!(
+        inserted.engine.as_ref().map(EngineName::as_str),
+        Some("flink")
+    );
+
+    let (finished, _) = backend
+        .store
+        .move_job(&new.id, &report(JobStatus::Finished, None))
+        .await
+        .unwrap();
+    let actions: Vec<HookAction> = finished.actions.iter().map(|a| a.action).collect();
+    assert_eq!(
+        actions,
+        [HookAction::Begin, HookAction::Commit],
+        "CREATED, passed over, begins nothing more: a second begin would empty the staging"
+    );
+}
+
+async fn an_engine_observation_older_than_one_applied_changes_nothing(backend: Backend) {
+    let new = watched_job(&backend.store).await;
+    insert(&backend.store, &new).await;
+    let store = &backend.store;
+    store
+        .move_job(&new.id, &observed(JobStatus::Running, 2_000))
+        .await
+        .unwrap();
+    let (restarting, _) = store
+        .move_job(&new.id, &observed(JobStatus::Restarting, 3_000))
+        .await
+        .unwrap();
+    assert_eq!(restarting.status, JobStatus::Restarting);
+
+    // A second replica's late answer: RUNNING as Flink saw it before.
+    let (after, transition) = store
+        .move_job(&new.id, &observed(JobStatus::Running, 2_000))
+        .await
+        .unwrap();
+    assert_eq!(transition, Transition::Repeat);
+    assert_eq!(after.status, JobStatus::Restarting);
+    assert_eq!(
+        after.actions.len(),
+        restarting.actions.len(),
+        "nothing recorded"
+    );
+
+    let (running, _) = store
+        .move_job(&new.id, &observed(JobStatus::Running, 4_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        running.status,
+        JobStatus::Running,
+        "a newer observation moves it"
+    );
+}
+
+async fn one_poller_holds_an_engine_until_its_lease_runs_out(backend: Backend) {
+    let store = &backend.store;
+    let name = EngineName::parse("flink").unwrap();
+    store
+        .insert_engine(&engine("flink"), &EngineObservation::unknown())
+        .await
+        .unwrap();
+    let lease = Duration::from_millis(300);
+    assert!(store.lease_engine(&name, "replica-a", lease).await.unwrap());
+    assert!(!store.lease_engine(&name, "replica-b", lease).await.unwrap());
+    assert!(
+        store.lease_engine(&name, "replica-a", lease).await.unwrap(),
+        "renewed"
+    );
+    tokio::time::sleep(lease * 2).await;
+    assert!(
+        store.lease_engine(&name, "replica-b", lease).await.unwrap(),
+        "taken over"
+    );
+    assert!(!store.lease_engine(&name, "replica-a", lease).await.unwrap());
+}
+
+async fn an_engine_watching_unfinished_jobs_is_kept(backend: Backend) {
+    let new = watched_job(&backend.store).await;
+    insert(&backend.store, &new).await;
+    let name = EngineName::parse("flink").unwrap();
+    let refused = backend.store.delete_engine(&name).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::EngineInUse { jobs: 1, .. }),
+        "{refused}"
+    );
+    assert_eq!(backend.store.watched_jobs(&name).await.unwrap().len(), 1);
+
+    backend
+        .store
+        .move_job(&new.id, &report(JobStatus::Canceled, None))
+        .await
+        .unwrap();
+    assert!(backend.store.watched_jobs(&name).await.unwrap().is_empty());
+    assert!(backend.store.delete_engine(&name).await.unwrap());
+    let orphan = backend
+        .store
+        .insert_job(&watched_job_without_engine(&new))
+        .await;
+    assert!(
+        matches!(orphan, Err(StoreError::EngineNotFound(_))),
+        "{orphan:?}"
+    );
+}
+
+/// Another job naming the same (now dropped) engine.
+fn watched_job_without_engine(like: &NewJob) -> NewJob {
+    NewJob {
+        id: JobId::generate(),
+        engine_job_id: None,
+        ..like.clone()
+    }
 }

@@ -6,6 +6,7 @@
 
 mod app;
 mod databases;
+pub mod flink;
 mod processes;
 mod proxy;
 

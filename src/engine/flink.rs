@@ -1,0 +1,265 @@
+//! Flink's REST API, the few calls the watcher makes, with the formats of
+//! Flink 2.3 as measured on a real cluster:
+//!
+//! - `GET /config` names the version (`flink-version`);
+//! - `GET /jobs/overview` lists every job the cluster knows (finished ones
+//!   until `jobstore.expiration-time`) with `state` and `last-modification`,
+//!   one request however many jobs are watched;
+//! - `GET /jobs/<id>` has `timestamps`, each status with the last time the
+//!   job reached it (`0` for never); it is served from a cache refreshed
+//!   every few seconds, so its `state` may lag the overview's;
+//! - an id the cluster does not know answers 404 there (and **500** with
+//!   `FlinkJobNotFoundException` on `/jobs/<id>/status`);
+//! - `GET /jobs/<id>/exceptions` keeps the failure history
+//!   (`exceptionHistory.entries`, newest first), each with a stack trace.
+//!
+//! Every call is bounded in time and in the size of what it reads, and
+//! follows no redirect: an engine URL is the one place ctasd sends requests
+//! a user chose.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::domain::engine::{EngineUrl, root_cause};
+use crate::domain::job::JobStatus;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest answer read: a job overview of some ten thousand jobs.
+const MAX_ANSWER_BYTES: usize = 32 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlinkError {
+    /// No answer: refused, timed out, cut, or not HTTP.
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// The cluster does not know the job.
+    #[error("Flink does not know job {0}")]
+    JobNotFound(String),
+    /// An answer, but not one Flink gives.
+    #[error("{url} answered {reason}")]
+    Unexpected { url: String, reason: String },
+}
+
+/// A job as `/jobs/overview` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlinkJob {
+    pub id: String,
+    pub state: JobStatus,
+    /// When the job last changed (unix ms).
+    pub last_modification: i64,
+}
+
+/// A job as `/jobs/<id>` details it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlinkJobDetails {
+    pub state: JobStatus,
+    /// Each status with the last time the job reached it (unix ms, `0`
+    /// for never).
+    pub timestamps: BTreeMap<JobStatus, i64>,
+}
+
+/// One Flink cluster's REST endpoint.
+#[derive(Clone)]
+pub struct FlinkClient {
+    http: Arc<reqwest::Client>,
+    base: EngineUrl,
+}
+
+/// The HTTP client every engine shares.
+pub fn http_client() -> Arc<reqwest::Client> {
+    Arc::new(
+        reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("ctasd/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("an HTTP client with these settings builds"),
+    )
+}
+
+#[derive(Deserialize)]
+struct Config {
+    #[serde(rename = "flink-version")]
+    flink_version: String,
+}
+
+#[derive(Deserialize)]
+struct Overview {
+    jobs: Vec<OverviewJob>,
+}
+
+#[derive(Deserialize)]
+struct OverviewJob {
+    jid: String,
+    state: String,
+    #[serde(rename = "last-modification", default)]
+    last_modification: i64,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    state: String,
+    #[serde(default)]
+    timestamps: BTreeMap<String, i64>,
+}
+
+#[derive(Deserialize)]
+struct Exceptions {
+    #[serde(rename = "exceptionHistory")]
+    history: Option<History>,
+}
+
+#[derive(Deserialize)]
+struct History {
+    entries: Vec<HistoryEntry>,
+}
+
+#[derive(Deserialize)]
+struct HistoryEntry {
+    #[serde(default)]
+    stacktrace: String,
+    #[serde(rename = "exceptionName", default)]
+    exception_name: String,
+    #[serde(default)]
+    timestamp: i64,
+}
+
+impl FlinkClient {
+    pub fn new(http: Arc<reqwest::Client>, base: EngineUrl) -> Self {
+        Self { http, base }
+    }
+
+    /// The cluster's version, from `/config`: the check at registration.
+    pub async fn version(&self) -> Result<String, FlinkError> {
+        let config: Config = self.get_json("/config", None).await?;
+        Ok(config.flink_version)
+    }
+
+    /// Every job the cluster knows, with its state.
+    pub async fn jobs(&self) -> Result<Vec<FlinkJob>, FlinkError> {
+        let overview: Overview = self.get_json("/jobs/overview", None).await?;
+        Ok(overview
+            .jobs
+            .into_iter()
+            .filter_map(|job| {
+                // A state this build does not know is left for a later one.
+                let state = job.state.parse().ok()?;
+                Some(FlinkJob {
+                    id: job.jid,
+                    state,
+                    last_modification: job.last_modification,
+                })
+            })
+            .collect())
+    }
+
+    /// One job's state and the times it reached each status.
+    pub async fn job(&self, id: &str) -> Result<FlinkJobDetails, FlinkError> {
+        let details: Details = self.get_json(&format!("/jobs/{id}"), Some(id)).await?;
+        let state = details.state.parse().map_err(|_| FlinkError::Unexpected {
+            url: self.base.join(&format!("/jobs/{id}")),
+            reason: format!("an unknown state '{}'", details.state),
+        })?;
+        let timestamps = details
+            .timestamps
+            .into_iter()
+            .filter_map(|(status, at)| Some((status.parse().ok()?, at)))
+            .collect();
+        Ok(FlinkJobDetails { state, timestamps })
+    }
+
+    /// The root cause of the job's latest failure, if it has one.
+    pub async fn failure(&self, id: &str) -> Result<Option<String>, FlinkError> {
+        let exceptions: Exceptions = self
+            .get_json(&format!("/jobs/{id}/exceptions"), Some(id))
+            .await?;
+        let latest = exceptions
+            .history
+            .map(|h| h.entries)
+            .unwrap_or_default()
+            .into_iter()
+            .max_by_key(|entry| entry.timestamp);
+        Ok(latest.map(|entry| {
+            if entry.stacktrace.trim().is_empty() {
+                entry.exception_name
+            } else {
+                root_cause(&entry.stacktrace)
+            }
+        }))
+    }
+
+    /// `GET path` as JSON. `job`: the job the path is about, so that
+    /// Flink's "not found" (404, or 500 naming `FlinkJobNotFoundException`)
+    /// reads as [`FlinkError::JobNotFound`].
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        job: Option<&str>,
+    ) -> Result<T, FlinkError> {
+        let url = self.base.join(path);
+        let unreachable = |reason: String| FlinkError::Unreachable {
+            url: url.clone(),
+            reason,
+        };
+        let mut response = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| unreachable(describe(&e)))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| unreachable(describe(&e)))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(FlinkError::Unexpected {
+                    url,
+                    reason: format!("more than {} MiB", MAX_ANSWER_BYTES >> 20),
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        if let Some(job) = job
+            && (status == reqwest::StatusCode::NOT_FOUND
+                || status.is_server_error()
+                    && String::from_utf8_lossy(&body).contains("FlinkJobNotFoundException"))
+        {
+            return Err(FlinkError::JobNotFound(job.to_owned()));
+        }
+        if !status.is_success() {
+            return Err(FlinkError::Unexpected {
+                url,
+                reason: format!("HTTP {status}"),
+            });
+        }
+        serde_json::from_slice(&body).map_err(|e| FlinkError::Unexpected {
+            url,
+            reason: format!("something that is not Flink's JSON ({e})"),
+        })
+    }
+}
+
+/// A transport error in a few words, without the URL (the caller has it).
+fn describe(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        "no answer in time".to_owned()
+    } else if error.is_connect() {
+        "connection refused or unroutable".to_owned()
+    } else {
+        let mut source: Option<&dyn std::error::Error> = Some(error);
+        let mut last = error.to_string();
+        while let Some(inner) = source {
+            last = inner.to_string();
+            source = inner.source();
+        }
+        last
+    }
+}

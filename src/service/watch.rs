@@ -1,0 +1,431 @@
+//! Watching a Flink cluster: one poll of one engine. ctasd asks the
+//! cluster for every job it knows (one request, however many jobs are
+//! watched), and for a job whose state moved, the times it reached each
+//! status; it applies them in that order through the same path as
+//! `PUT /v1/jobs/{job}/status`, each with Flink's time, so an observation
+//! older than one already applied (a second replica's, a late answer)
+//! changes nothing. A job the cluster does not know is settled by the
+//! engine's rule: its HistoryServer, if one is configured, else FAILED
+//! once the grace period has passed, so that no staging stays forever.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use super::{ServiceError, Services};
+use crate::domain::EngineName;
+use crate::domain::engine::{
+    EngineObservation, EngineRecord, MAX_FAILURE_LEN, Reachability, statuses_since, truncate,
+};
+use crate::domain::hook::JobWatch;
+use crate::domain::job::{JobStatus, StatusReport};
+use crate::engine::{FlinkClient, FlinkError, FlinkJob};
+use crate::store::WatchedJob;
+
+/// How often a reachable engine's `checked_at` is written, at most.
+const CHECKED_AT_EVERY: Duration = Duration::from_secs(5);
+/// How often a job's `last_seen_at` is written while nothing else changes.
+const LAST_SEEN_EVERY: Duration = Duration::from_secs(30);
+/// How long a failed job waits for Flink to show why, at most.
+const CAUSE_WAIT: Duration = Duration::from_secs(15);
+
+/// Requests one engine may still be sent: a bucket of
+/// `max_requests_per_second`, refilled continuously.
+pub struct RequestBudget {
+    tokens: f64,
+    refilled_at: Instant,
+}
+
+impl Default for RequestBudget {
+    fn default() -> Self {
+        Self {
+            tokens: 1.0,
+            refilled_at: Instant::now(),
+        }
+    }
+}
+
+impl RequestBudget {
+    /// Takes one request's worth, if there is one.
+    fn take(&mut self, per_second: u32) -> bool {
+        let now = Instant::now();
+        let rate = f64::from(per_second);
+        let elapsed = now.duration_since(self.refilled_at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(rate);
+        self.refilled_at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// How one poll went, for when to poll again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Polled {
+    /// The cluster answered; poll again after `interval`.
+    Reachable { interval: Duration },
+    /// No answer; back off.
+    Unreachable { interval: Duration },
+    /// Another replica polls this engine now.
+    HeldElsewhere { interval: Duration },
+    /// The engine was dropped.
+    Gone,
+}
+
+impl Services {
+    /// The names of every registered engine.
+    pub async fn engine_names(&self) -> Result<Vec<EngineName>, ServiceError> {
+        let mut names = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.store.list_engines(after.as_ref(), 500).await?;
+            let full = page.len() == 500;
+            names.extend(page.into_iter().map(|e| e.descriptor.name));
+            if !full {
+                return Ok(names);
+            }
+            after = names.last().cloned();
+        }
+    }
+
+    /// One poll of engine `name` by the replica `poller`.
+    pub async fn poll_engine(
+        &self,
+        name: &EngineName,
+        poller: &str,
+        budget: &mut RequestBudget,
+    ) -> Result<Polled, ServiceError> {
+        let Some(engine) = self.store.get_engine(name).await? else {
+            return Ok(Polled::Gone);
+        };
+        let settings = &engine.descriptor.settings;
+        let interval = settings.poll_interval;
+        let lease = (interval * 3).max(Duration::from_secs(5));
+        if !self.store.lease_engine(name, poller, lease).await? {
+            return Ok(Polled::HeldElsewhere { interval });
+        }
+        budget.take(settings.max_requests_per_second);
+        let flink = self.flink(&settings.url);
+        let jobs = match flink.jobs().await {
+            Ok(jobs) => jobs,
+            Err(error) => {
+                self.note_unreachable(&engine, &error).await?;
+                return Ok(Polled::Unreachable { interval });
+            }
+        };
+        self.note_reachable(&engine, &flink).await?;
+        let known: HashMap<&str, &FlinkJob> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+        for job in self.store.watched_jobs(name).await? {
+            let before = job.watch.clone().unwrap_or_default();
+            let watch = match job.engine_job_id.as_deref() {
+                None => JobWatch {
+                    note: Some("no engine job id: attach Flink's JobID to watch the job".into()),
+                    ..before.clone()
+                },
+                Some(flink_id) => match known.get(flink_id) {
+                    Some(seen) => self.follow(&engine, &flink, &job, seen, budget).await?,
+                    None => self.settle_missing(&engine, &job, flink_id, budget).await?,
+                },
+            };
+            if worth_writing(&before, &watch) {
+                self.store.record_watch(&job.id, &watch).await?;
+            }
+        }
+        Ok(Polled::Reachable { interval })
+    }
+
+    /// A job the cluster knows: when its state moved, the statuses it
+    /// passed through are applied in order.
+    async fn follow(
+        &self,
+        engine: &EngineRecord,
+        flink: &FlinkClient,
+        job: &WatchedJob,
+        seen: &FlinkJob,
+        budget: &mut RequestBudget,
+    ) -> Result<JobWatch, ServiceError> {
+        let now = Utc::now();
+        let before = job.watch.clone().unwrap_or_default();
+        let mut watch = JobWatch {
+            engine_status: Some(seen.state),
+            first_seen_at: before.first_seen_at.or(Some(now)),
+            last_seen_at: Some(now),
+            missing_since: None,
+            note: None,
+            examined_until: before.examined_until,
+        };
+        let moved =
+            seen.state != job.status || seen.last_modification > before.examined_until.unwrap_or(0);
+        if !moved {
+            return Ok(watch);
+        }
+        let per_second = engine.descriptor.settings.max_requests_per_second;
+        if !budget.take(per_second) {
+            watch.note = Some("waiting for the engine's request budget".into());
+            return Ok(watch);
+        }
+        let details = match flink.job(&seen.id).await {
+            Ok(details) => details,
+            Err(error) => {
+                watch.note = Some(error.to_string());
+                return Ok(watch);
+            }
+        };
+        let statuses = statuses_since(
+            &details.timestamps,
+            seen.state,
+            seen.last_modification,
+            job.engine_applied_until,
+        );
+        let failed_at = statuses.iter().find(|(s, _)| failed(*s)).map(|(_, at)| *at);
+        let failure = match failed_at {
+            Some(at) => match self.cause(flink, &seen.id, budget, per_second).await {
+                Some(cause) => Some(cause),
+                // Flink serves the history from a cache a few seconds old.
+                None if now.timestamp_millis() < at + CAUSE_WAIT.as_millis() as i64 => {
+                    watch.note = Some("waiting for Flink's failure cause".into());
+                    return Ok(watch);
+                }
+                None => None,
+            },
+            None => None,
+        };
+        watch.note = self.apply(job, &statuses, failure).await?;
+        if watch.note.is_none() {
+            watch.examined_until = Some(seen.last_modification);
+        }
+        Ok(watch)
+    }
+
+    /// The root cause of the job's failure, as Flink words it.
+    async fn cause(
+        &self,
+        flink: &FlinkClient,
+        flink_id: &str,
+        budget: &mut RequestBudget,
+        per_second: u32,
+    ) -> Option<String> {
+        if !budget.take(per_second) {
+            return None;
+        }
+        match flink.failure(flink_id).await {
+            Ok(cause) => cause,
+            Err(error) => {
+                tracing::debug!(%error, flink_job = flink_id, "no failure cause yet");
+                None
+            }
+        }
+    }
+
+    /// A job the cluster does not know: its HistoryServer may, else it is
+    /// settled as FAILED once it has been missing for the grace period.
+    async fn settle_missing(
+        &self,
+        engine: &EngineRecord,
+        job: &WatchedJob,
+        flink_id: &str,
+        budget: &mut RequestBudget,
+    ) -> Result<JobWatch, ServiceError> {
+        let now = Utc::now();
+        let before = job.watch.clone().unwrap_or_default();
+        let settings = &engine.descriptor.settings;
+        let mut watch = JobWatch {
+            missing_since: before.missing_since.or(Some(now)),
+            ..before.clone()
+        };
+        if let Some(history) = &settings.history_url
+            && budget.take(settings.max_requests_per_second)
+        {
+            let archive = self.flink(history);
+            match archive.job(flink_id).await {
+                Ok(details) => {
+                    let last = details.timestamps.values().copied().max().unwrap_or(0);
+                    let statuses = statuses_since(
+                        &details.timestamps,
+                        details.state,
+                        last,
+                        job.engine_applied_until,
+                    );
+                    let failure = if failed(details.state) {
+                        archive.failure(flink_id).await.ok().flatten()
+                    } else {
+                        None
+                    };
+                    watch.engine_status = Some(details.state);
+                    watch.note = self.apply(job, &statuses, failure).await?;
+                    return Ok(watch);
+                }
+                Err(FlinkError::JobNotFound(_)) => {}
+                Err(error) => {
+                    watch.note = Some(format!("history server: {error}"));
+                    return Ok(watch);
+                }
+            }
+        }
+        let missing_since = watch.missing_since.unwrap_or(now);
+        let grace =
+            chrono::Duration::from_std(settings.missing_job_grace).unwrap_or(chrono::Duration::MAX);
+        let settle_at = missing_since + grace;
+        let why = match before.last_seen_at {
+            None => format!(
+                "Flink has not run job {flink_id} (engine '{}') within {} s of ctasd watching for it",
+                engine.descriptor.name,
+                settings.missing_job_grace.as_secs()
+            ),
+            Some(last) => format!(
+                "Flink no longer knows job {flink_id} (engine '{}', last seen {}): it forgets \
+                 finished jobs after jobstore.expiration-time, and a cluster restarted without \
+                 high availability forgets every job; its final status is unknown, so nothing \
+                 is published",
+                engine.descriptor.name,
+                last.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        };
+        if now < settle_at {
+            watch.note = Some(format!(
+                "{why}; settled as FAILED at {} unless it appears",
+                settle_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+            return Ok(watch);
+        }
+        let report = StatusReport {
+            failure: Some(why.clone()),
+            ..StatusReport::new(JobStatus::Failed)
+        };
+        match self.report_status(&job.id, &report).await {
+            Ok(_) => {
+                tracing::warn!(job = %job.id, engine = %engine.descriptor.name, flink_job = flink_id, "job settled as FAILED: {why}");
+                watch.note = Some(why);
+            }
+            Err(error) => watch.note = Some(error.to_string()),
+        }
+        Ok(watch)
+    }
+
+    /// Applies `statuses` to the job in order, each with the engine's time,
+    /// the failure on the failing ones; a note when one was refused.
+    async fn apply(
+        &self,
+        job: &WatchedJob,
+        statuses: &[(JobStatus, i64)],
+        failure: Option<String>,
+    ) -> Result<Option<String>, ServiceError> {
+        let failure = match failure {
+            Some(text) => Some(self.redacted(job, &text).await?),
+            None => None,
+        };
+        for (status, at) in statuses {
+            let Some(at) = DateTime::<Utc>::from_timestamp_millis(*at) else {
+                continue;
+            };
+            let report = StatusReport {
+                status: *status,
+                failure: failed(*status).then(|| failure.clone()).flatten(),
+                engine_times: [(*status, at)].into(),
+            };
+            match self.report_status(&job.id, &report).await {
+                Ok(_) => {}
+                Err(ServiceError::Transition(refused)) => {
+                    tracing::warn!(job = %job.id, %refused, "the engine's status was refused");
+                    return Ok(Some(refused.to_string()));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(None)
+    }
+
+    /// `text` with every secret of the job's catalogs masked: an engine's
+    /// failure may quote a connection string.
+    async fn redacted(&self, job: &WatchedJob, text: &str) -> Result<String, ServiceError> {
+        let record = self.job(&job.id).await?;
+        let masked = record.hooks.iter().fold(text.to_owned(), |acc, hook| {
+            hook.catalog.options.redact(&acc)
+        });
+        Ok(truncate(&masked, MAX_FAILURE_LEN))
+    }
+
+    async fn note_unreachable(
+        &self,
+        engine: &EngineRecord,
+        error: &FlinkError,
+    ) -> Result<(), ServiceError> {
+        let now = Utc::now();
+        let was = &engine.observation;
+        if was.reachability != Reachability::Unreachable {
+            tracing::warn!(engine = %engine.descriptor.name, %error, "engine unreachable");
+        }
+        let seen = EngineObservation {
+            reachability: Reachability::Unreachable,
+            since: match was.reachability {
+                Reachability::Unreachable => was.since,
+                _ => Some(now),
+            },
+            checked_at: Some(now),
+            last_error: Some(truncate(&error.to_string(), 1024)),
+            version: was.version.clone(),
+        };
+        Ok(self
+            .store
+            .record_engine_seen(&engine.descriptor.name, &seen)
+            .await?)
+    }
+
+    async fn note_reachable(
+        &self,
+        engine: &EngineRecord,
+        flink: &FlinkClient,
+    ) -> Result<(), ServiceError> {
+        let now = Utc::now();
+        let was = &engine.observation;
+        let fresh = was.checked_at.is_some_and(|at| {
+            now.signed_duration_since(at).to_std().unwrap_or_default() < CHECKED_AT_EVERY
+        });
+        if was.reachability == Reachability::Reachable && fresh {
+            return Ok(());
+        }
+        let back = was.reachability != Reachability::Reachable;
+        if back {
+            tracing::info!(engine = %engine.descriptor.name, "engine reachable");
+        }
+        let seen = EngineObservation {
+            reachability: Reachability::Reachable,
+            since: if back { Some(now) } else { was.since },
+            checked_at: Some(now),
+            last_error: None,
+            version: match back {
+                true => flink.version().await.ok().or(was.version.clone()),
+                false => was.version.clone(),
+            },
+        };
+        Ok(self
+            .store
+            .record_engine_seen(&engine.descriptor.name, &seen)
+            .await?)
+    }
+}
+
+fn failed(status: JobStatus) -> bool {
+    matches!(status, JobStatus::Failing | JobStatus::Failed)
+}
+
+/// Whether what the watcher saw differs enough from what is stored to
+/// write it: anything but `last_seen_at`, which is refreshed now and then.
+fn worth_writing(before: &JobWatch, after: &JobWatch) -> bool {
+    let stale_sighting = match (before.last_seen_at, after.last_seen_at) {
+        (Some(was), Some(now)) => {
+            now.signed_duration_since(was).to_std().unwrap_or_default() >= LAST_SEEN_EVERY
+        }
+        (was, now) => was != now,
+    };
+    before.engine_status != after.engine_status
+        || before.first_seen_at != after.first_seen_at
+        || before.missing_since != after.missing_since
+        || before.note != after.note
+        || before.examined_until != after.examined_until
+        || stale_sighting
+}

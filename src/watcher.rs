@@ -1,0 +1,126 @@
+//! The watcher: polls every registered engine on its own schedule, one
+//! poll per engine at a time, and stops when told. A reachable engine is
+//! polled every `poll_interval`; an unreachable one ever less often (up to
+//! every 30 s) until it answers again; an engine another replica holds is
+//! left to it, and taken over when that replica's lease runs out.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::domain::EngineName;
+use crate::domain::ledger::backoff;
+use crate::service::{Polled, RequestBudget, Services};
+
+/// How often the watcher looks for engines that are due.
+const TICK: Duration = Duration::from_millis(100);
+/// How often the list of engines is read again.
+const RELIST_EVERY: Duration = Duration::from_secs(2);
+
+struct Schedule {
+    due: Instant,
+    failures: u32,
+    budget: Option<RequestBudget>,
+}
+
+/// Starts the watcher for this replica; it ends when `stop` turns true.
+pub fn spawn(
+    services: Arc<Services>,
+    mut stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let replica = uuid::Uuid::new_v4().simple().to_string();
+    tokio::spawn(async move {
+        let mut schedules: HashMap<EngineName, Schedule> = HashMap::new();
+        let mut polls: JoinSet<(EngineName, RequestBudget, Result<Polled, String>)> =
+            JoinSet::new();
+        let mut listed_at: Option<Instant> = None;
+        let mut ticks = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = ticks.tick() => {}
+                Some(done) = polls.join_next(), if !polls.is_empty() => {
+                    if let Ok((name, budget, outcome)) = done {
+                        reschedule(&mut schedules, name, budget, outcome);
+                    }
+                    continue;
+                }
+            }
+            if *stop.borrow() {
+                break;
+            }
+            if listed_at.is_none_or(|at| at.elapsed() >= RELIST_EVERY) {
+                match services.engine_names().await {
+                    Ok(names) => {
+                        schedules.retain(|name, _| names.contains(name));
+                        for name in names {
+                            schedules.entry(name).or_insert_with(|| Schedule {
+                                due: Instant::now(),
+                                failures: 0,
+                                budget: Some(RequestBudget::default()),
+                            });
+                        }
+                        listed_at = Some(Instant::now());
+                    }
+                    Err(error) => tracing::warn!(%error, "could not list engines; will retry"),
+                }
+            }
+            let now = Instant::now();
+            for (name, schedule) in schedules.iter_mut() {
+                if schedule.due > now {
+                    continue;
+                }
+                // Taken while the poll runs: the engine is not polled twice at once.
+                let Some(mut budget) = schedule.budget.take() else {
+                    continue;
+                };
+                let (services, name, replica) = (services.clone(), name.clone(), replica.clone());
+                polls.spawn(async move {
+                    let outcome = services
+                        .poll_engine(&name, &replica, &mut budget)
+                        .await
+                        .map_err(|e| e.to_string());
+                    (name, budget, outcome)
+                });
+            }
+        }
+        polls.shutdown().await;
+        tracing::info!("engine watcher stopped");
+    })
+}
+
+fn reschedule(
+    schedules: &mut HashMap<EngineName, Schedule>,
+    name: EngineName,
+    budget: RequestBudget,
+    outcome: Result<Polled, String>,
+) {
+    let Some(schedule) = schedules.get_mut(&name) else {
+        return;
+    };
+    schedule.budget = Some(budget);
+    let wait = match outcome {
+        Ok(Polled::Reachable { interval } | Polled::HeldElsewhere { interval }) => {
+            schedule.failures = 0;
+            interval
+        }
+        Ok(Polled::Unreachable { interval }) => {
+            schedule.failures += 1;
+            interval.max(backoff(schedule.failures))
+        }
+        Ok(Polled::Gone) => {
+            schedules.remove(&name);
+            return;
+        }
+        Err(error) => {
+            schedule.failures += 1;
+            tracing::warn!(engine = %name, %error, "polling the engine failed; will retry");
+            backoff(schedule.failures)
+        }
+    };
+    schedule.due = Instant::now() + wait;
+}
