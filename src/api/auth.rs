@@ -151,8 +151,29 @@ enum Caller {
 }
 
 /// The handler runs only for a caller whose role grants `P`: 401 without a
-/// valid token, 403 when the role lacks the permission.
-pub struct Authorized<P>(std::marker::PhantomData<P>);
+/// valid token, 403 when the role lacks the permission. A handler whose
+/// need depends on the request asks [`Authorized::require`] for more.
+pub struct Authorized<P> {
+    /// The token's name and role; `None` when no tokens are configured.
+    token: Option<(String, Role)>,
+    need: std::marker::PhantomData<P>,
+}
+
+impl<P> Authorized<P> {
+    /// 403 unless the caller's role also grants `permission`, for `what`.
+    pub fn require(&self, permission: Permission, what: &str) -> Result<(), ApiError> {
+        match &self.token {
+            Some((name, role)) if !role.grants(permission) => {
+                tracing::warn!(token = %name, %role, what, "request refused: role lacks permission");
+                Err(ApiError::new(
+                    ProblemCode::Forbidden,
+                    format!("role '{role}' may not {what}"),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
 
 impl<S: Send + Sync, P: Needs> axum::extract::FromRequestParts<S> for Authorized<P> {
     type Rejection = ApiError;
@@ -163,10 +184,14 @@ impl<S: Send + Sync, P: Needs> axum::extract::FromRequestParts<S> for Authorized
     ) -> Result<Self, Self::Rejection> {
         let caller = parts.extensions.get::<Caller>().cloned();
         let (method, path) = (&parts.method, parts.uri.path());
+        let allowed = |token| Self {
+            token,
+            need: std::marker::PhantomData,
+        };
         match caller {
-            Some(Caller::Anyone) => Ok(Self(std::marker::PhantomData)),
-            Some(Caller::Token { role, .. }) if role.grants(P::PERMISSION) => {
-                Ok(Self(std::marker::PhantomData))
+            Some(Caller::Anyone) => Ok(allowed(None)),
+            Some(Caller::Token { name, role }) if role.grants(P::PERMISSION) => {
+                Ok(allowed(Some((name, role))))
             }
             Some(Caller::Token { name, role }) => {
                 tracing::warn!(token = %name, %role, %method, path, "request refused: role lacks permission");

@@ -23,7 +23,8 @@ pub struct CatalogTypeOption {
     pub required: bool,
     /// Shown as `******` in every response and encrypted at rest.
     pub sensitive: bool,
-    /// Used when the option is absent.
+    /// Used when the option is absent; `null` when there is none.
+    #[schema(required = true)]
     pub default: Option<String>,
     pub description: String,
 }
@@ -33,7 +34,7 @@ pub struct CatalogTypeOption {
 pub struct CatalogType {
     /// The value of option `type` that selects it.
     #[serde(rename = "type")]
-    #[schema(example = "jdbc")]
+    #[schema(value_type = super::openapi::CatalogTypeName)]
     pub catalog_type: String,
     pub description: String,
     pub options: Vec<CatalogTypeOption>,

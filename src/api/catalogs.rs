@@ -18,8 +18,9 @@ use utoipa_axum::routes;
 use super::auth::{Authorized, need};
 use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::openapi::{CatalogTypeName, StringMap};
 use super::{AppState, page};
-use crate::domain::{CatalogAlteration, CatalogName, CatalogRecord, ObjectName};
+use crate::domain::{CatalogAlteration, CatalogName, CatalogRecord, ObjectName, non_null};
 use crate::service::Registration;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -50,7 +51,10 @@ pub struct RegisterCatalog {
     #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
     pub name: String,
     /// Flat string options; `type` picks the factory (see `GET /v1/catalog-types`).
+    #[schema(value_type = StringMap)]
     pub options: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub comment: Option<String>,
 }
 
@@ -82,8 +86,11 @@ pub struct RegisterParams {
 pub struct Catalog {
     pub name: String,
     #[serde(rename = "type")]
+    #[schema(value_type = CatalogTypeName)]
     pub catalog_type: String,
+    #[schema(value_type = StringMap)]
     pub options: BTreeMap<String, String>,
+    #[schema(required = true)]
     pub comment: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -118,7 +125,8 @@ impl From<&CatalogRecord> for Catalog {
 }))]
 pub struct CatalogPage {
     pub catalogs: Vec<Catalog>,
-    /// Pass as `page_token` to get the next page; absent on the last page.
+    /// Pass as `page_token` to get the next page; `null` on the last page.
+    #[schema(required = true)]
     pub next_page_token: Option<String>,
 }
 
@@ -140,11 +148,14 @@ pub struct PageParams {
 pub struct AlterCatalog {
     /// Options to add or change. `type` may only be set to its current value.
     #[serde(default)]
+    #[schema(value_type = StringMap)]
     pub set: BTreeMap<String, String>,
     /// Option keys to remove. `type` cannot be reset.
     #[serde(default)]
     pub reset: Vec<String>,
     /// The new comment; an empty string clears it.
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub comment: Option<String>,
 }
 
@@ -204,6 +215,7 @@ pub struct Table {
     pub name: String,
     pub columns: Vec<Column>,
     /// Flink connector options that read the table (no secrets).
+    #[schema(value_type = StringMap)]
     pub options: BTreeMap<String, String>,
 }
 

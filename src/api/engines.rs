@@ -18,8 +18,8 @@ use super::catalogs::{DropParams, PageParams, RegisterParams};
 use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::{AppState, page};
-use crate::domain::EngineName;
 use crate::domain::engine::{EngineKind, Reachability};
+use crate::domain::{EngineName, non_null};
 use crate::service::{EngineAlteration, EngineRegistration, EngineRequest, EngineWithJobs};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -48,19 +48,29 @@ pub struct RegisterEngine {
     #[schema(example = "http://127.0.0.1:8081")]
     pub url: String,
     /// A Flink HistoryServer, asked about jobs the cluster has forgotten.
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub history_url: Option<String>,
     /// How often ctasd polls the cluster, 100 to 3600000 ms (default 1000).
     #[schema(minimum = 100, maximum = 3600000)]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub poll_interval_ms: Option<u64>,
     /// How long a job the cluster does not know (never ran, or forgot) may
     /// wait before ctasd settles it as FAILED and removes its staging,
     /// 1 s to 30 days (default 600).
     #[schema(minimum = 1, maximum = 2592000)]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub missing_job_grace_seconds: Option<u64>,
     /// Requests per second to the cluster, all jobs together, 1 to 10000
     /// (default 20).
     #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub max_requests_per_second: Option<u64>,
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub comment: Option<String>,
 }
 
@@ -73,12 +83,16 @@ fn flink() -> EngineKind {
 pub struct EngineReachability {
     pub state: Reachability,
     /// Since when the engine has been so.
+    #[schema(required = true)]
     pub since: Option<DateTime<Utc>>,
     /// When ctasd last asked.
+    #[schema(required = true)]
     pub checked_at: Option<DateTime<Utc>>,
     /// Why the last attempt failed, while unreachable.
+    #[schema(required = true)]
     pub last_error: Option<String>,
     /// The version the engine reported (`flink-version`).
+    #[schema(required = true)]
     pub engine_version: Option<String>,
 }
 
@@ -98,10 +112,12 @@ pub struct Engine {
     #[serde(rename = "type")]
     pub kind: EngineKind,
     pub url: String,
+    #[schema(required = true)]
     pub history_url: Option<String>,
     pub poll_interval_ms: u64,
     pub missing_job_grace_seconds: u64,
     pub max_requests_per_second: u32,
+    #[schema(required = true)]
     pub comment: Option<String>,
     pub reachability: EngineReachability,
     /// Unfinished jobs ctasd watches on this engine.
@@ -142,7 +158,8 @@ impl From<&EngineWithJobs> for Engine {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EnginePage {
     pub engines: Vec<Engine>,
-    /// Pass as `page_token` to get the next page; absent on the last page.
+    /// Pass as `page_token` to get the next page; `null` on the last page.
+    #[schema(required = true)]
     pub next_page_token: Option<String>,
 }
 
@@ -152,15 +169,20 @@ pub struct EnginePage {
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"url": "http://flink-jobmanager-2:8081", "poll_interval_ms": 2000}))]
 pub struct AlterEngine {
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub url: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     pub history_url: Option<Option<String>>,
-    #[schema(minimum = 100, maximum = 3600000)]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false, minimum = 100, maximum = 3600000)]
     pub poll_interval_ms: Option<u64>,
-    #[schema(minimum = 1, maximum = 2592000)]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false, minimum = 1, maximum = 2592000)]
     pub missing_job_grace_seconds: Option<u64>,
-    #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false, minimum = 1, maximum = 10000)]
     pub max_requests_per_second: Option<u64>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]

@@ -22,7 +22,9 @@ use crate::service::ServiceError;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// Every problem ctasd answers with, by its stable code.
+/// Every problem ctasd answers with, by its stable code. Policy: a
+/// published code keeps its meaning and is never removed or renamed; new
+/// codes may be added in any version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ProblemCode {
@@ -43,6 +45,7 @@ pub enum ProblemCode {
     Forbidden,
     HostNotAllowed,
     TooManyConnections,
+    StatementSyntax,
     CatalogNotFound,
     CatalogExists,
     CatalogModified,
@@ -91,9 +94,8 @@ impl ProblemCode {
     pub fn status(self) -> StatusCode {
         use ProblemCode::*;
         match self {
-            BodyMalformed | QueryInvalid | PathInvalid | PageTokenInvalid | JobIdInvalid => {
-                StatusCode::BAD_REQUEST
-            }
+            BodyMalformed | QueryInvalid | PathInvalid | PageTokenInvalid | JobIdInvalid
+            | StatementSyntax => StatusCode::BAD_REQUEST,
             Unauthenticated => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed => StatusCode::FORBIDDEN,
             RouteNotFound | CatalogNotFound | DatabaseNotFound | TableNotFound | JobNotFound
@@ -154,6 +156,7 @@ impl ProblemCode {
             Forbidden => "Forbidden",
             HostNotAllowed => "Host not allowed",
             TooManyConnections => "Too many connections",
+            StatementSyntax => "SQL syntax error",
             CatalogNotFound => "Catalog not found",
             CatalogExists => "Catalog already exists",
             CatalogModified => "Concurrent modification",
@@ -237,17 +240,28 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong this time, in words.
     pub detail: String,
-    /// A stable, machine-readable code.
+    #[schema(schema_with = super::openapi::problem_code_or_newer)]
     pub code: ProblemCode,
     /// Fields that failed validation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
     /// For `TRANSITION_ILLEGAL`: the statuses the job may move to.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub legal_next: Option<Vec<JobStatus>>,
     /// For server errors: the id under which the details were logged.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "5b0b6c3e-3f4f-4c55-9f43-2f5d2a8a5e61")]
     pub error_id: Option<String>,
+    /// For `STATEMENT_SYNTAX`: the line (from 1) where the statement stops
+    /// making sense.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub line: Option<u32>,
+    /// For `STATEMENT_SYNTAX`: the column (from 1) on that line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub column: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -259,6 +273,8 @@ pub struct ApiError {
     detail: String,
     errors: Vec<FieldError>,
     legal_next: Option<Vec<JobStatus>>,
+    /// Line and column in a statement.
+    position: Option<(u32, u32)>,
     /// Logged, never sent.
     internal: Option<String>,
 }
@@ -271,7 +287,17 @@ impl ApiError {
             detail: detail.into(),
             errors: Vec::new(),
             legal_next: None,
+            position: None,
             internal: None,
+        }
+    }
+
+    /// A statement that does not parse, pointing at where.
+    pub fn syntax(error: crate::domain::statement::SyntaxError) -> Self {
+        Self {
+            position: Some((clamp(error.line), clamp(error.column))),
+            ..Self::new(ProblemCode::StatementSyntax, error.to_string())
+                .with_field("statement", error.to_string())
         }
     }
 
@@ -346,6 +372,8 @@ impl IntoResponse for ApiError {
             errors: self.errors,
             legal_next: self.legal_next,
             error_id,
+            line: self.position.map(|(line, _)| line),
+            column: self.position.map(|(_, column)| column),
         };
         let mut response = (status, axum::Json(problem)).into_response();
         response
@@ -470,6 +498,10 @@ impl From<ServiceError> for ApiError {
             ServiceError::Internal(_) => Self::internal(C::Internal, detail, "the server failed"),
         }
     }
+}
+
+fn clamp(position: usize) -> u32 {
+    u32::try_from(position).unwrap_or(u32::MAX)
 }
 
 impl ApiError {

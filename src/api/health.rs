@@ -24,7 +24,7 @@ pub struct Health {
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "health", security(()), responses((status = 200, description = "Alive", body = Health)))]
+#[utoipa::path(get, path = "/healthz", operation_id = "check_liveness", tag = "health", security(()), responses((status = 200, description = "Alive", body = Health)))]
 async fn healthz() -> axum::Json<Health> {
     axum::Json(Health {
         status: "ok".into(),
@@ -36,6 +36,7 @@ async fn healthz() -> axum::Json<Health> {
 #[utoipa::path(
     get,
     path = "/readyz",
+    operation_id = "check_readiness",
     tag = "health",
     security(()),
     responses(

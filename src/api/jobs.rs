@@ -18,13 +18,16 @@ use utoipa_axum::routes;
 use super::auth::{Authorized, need};
 use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::openapi::StringMap;
 use super::{AppState, page};
-use crate::domain::WriteLocation;
 use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
 use crate::domain::hook::{HookKind, JobFilter, JobRecord};
 use crate::domain::job::{JobId, JobMode, JobStatus};
-use crate::domain::ledger::{ActionRecord, ActionState, Decision, HookAction, Settlement};
+use crate::domain::ledger::{
+    ActionOutcome, ActionRecord, ActionState, Decision, HookAction, Settlement,
+};
 use crate::domain::table::TableDefinition;
+use crate::domain::{WriteLocation, non_null};
 use crate::service::{self, HookRequest, JobRequest, Submission, WriteLocations};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -38,19 +41,28 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// A target table: `catalog.database.table`; the catalog's default
 /// database when `database` is absent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
     #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
     pub catalog: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub database: Option<String>,
+    pub table: String,
+}
+
+/// A hook's target as the job keeps it, its database resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct HookTarget {
+    pub catalog: String,
+    pub database: String,
     pub table: String,
 }
 
 /// One CTAS target of a job. Give the table either as `table` (JSON) or as
 /// `table_properties` (Flink's `CatalogPropertiesUtil` map).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitHook {
     pub kind: HookKind,
@@ -58,13 +70,15 @@ pub struct SubmitHook {
     /// With `create_table_as`: an existing target makes the hook do nothing.
     #[serde(default)]
     pub if_not_exists: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub table: Option<TableDefinition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(value_type = StringMap, nullable = false)]
     pub table_properties: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({
     "name": "orders by day",
@@ -79,25 +93,27 @@ pub struct SubmitHook {
 }))]
 pub struct SubmitJob {
     /// A Flink job id (32 hex digits); generated when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = r"^[0-9a-fA-F]{32}$")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(pattern = r"^[0-9a-fA-F]{32}$", nullable = false)]
     pub id: Option<String>,
     pub name: String,
     pub mode: JobMode,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub statement: Option<String>,
     /// The engine's own id for the job (Flink's `JobID`), if known now; it
     /// can be attached later with `PATCH /v1/jobs/{job}`. On an `engine`,
     /// it defaults to the job's id, which the Flink job takes by setting
     /// the job's `engine_options`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub engine_job_id: Option<String>,
     /// A registered engine (`/v1/engines`) ctasd watches the job on: it
     /// follows the job's statuses itself, and nobody reports them. The
     /// staging (batch) or table (streaming) is then prepared at once, before
     /// the engine writes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", nullable = false)]
     pub engine: Option<String>,
     pub hooks: Vec<SubmitHook>,
 }
@@ -132,20 +148,27 @@ impl From<SubmitJob> for JobRequest {
 pub struct Hook {
     pub index: u32,
     pub kind: HookKind,
-    pub target: Target,
+    pub target: HookTarget,
     pub if_not_exists: bool,
     /// The target existed at submission and `if_not_exists` was set: nothing happens.
     pub skipped: bool,
     pub table: TableDefinition,
     /// The table as Flink's property map, exactly as stored.
+    #[schema(value_type = StringMap)]
     pub table_properties: BTreeMap<String, String>,
-    /// Where the engine writes; absent for a skipped hook.
+    /// Where the engine writes; `null` for a skipped hook.
+    #[schema(required = true)]
     pub write_location: Option<WriteLocation>,
 }
 
 /// One entry of the action ledger.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Action {
+#[schema(example = json!({
+    "id": 1, "hook": 0, "action": "begin", "trigger": "CREATED", "state": "done", "attempts": 1,
+    "in_progress": false, "outcome": "staged", "last_error": null,
+    "created_at": "2026-12-03T12:00:00Z", "updated_at": "2026-12-03T12:00:00.120Z"
+}))]
+pub struct LedgerAction {
     pub id: i64,
     pub hook: u32,
     pub action: HookAction,
@@ -154,7 +177,10 @@ pub struct Action {
     pub state: ActionState,
     pub attempts: u32,
     pub in_progress: bool,
-    pub outcome: Option<String>,
+    /// What it found or did, once done (or superseded, or given up).
+    #[schema(required = true)]
+    pub outcome: Option<ActionOutcome>,
+    #[schema(required = true)]
     pub last_error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -171,6 +197,21 @@ pub struct ActionFailure {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "id": "1b49f930063d45d6be461c4744606de0", "name": "daily totals", "mode": "batch",
+    "status": "FINISHED", "settlement": "settled", "failures": [], "statement": null,
+    "engine_job_id": null, "engine": null, "engine_options": {}, "watch": null, "failure": null,
+    "hooks": [{"index": 0, "kind": "create_table_as",
+               "target": {"catalog": "pg", "database": "test", "table": "daily_totals"},
+               "if_not_exists": false, "skipped": false,
+               "table": {"columns": [{"name": "day", "type": "DATE NOT NULL"}]},
+               "table_properties": {"schema.0.name": "day", "schema.0.data-type": "DATE NOT NULL"},
+               "write_location": {"kind": "table", "name": "__ctasd_stg_1b49f930063d45d6be461c4744606de0_0",
+                                  "url": "jdbc:postgresql://127.0.0.1:5432/test", "path": null,
+                                  "sink_options": {"connector": "jdbc"}, "sink_statement": "CREATE TEMPORARY TABLE ..."}}],
+    "actions": [],
+    "created_at": "2026-12-03T12:00:00Z", "updated_at": "2026-12-03T12:00:01Z"
+}))]
 pub struct Job {
     pub id: String,
     pub name: String,
@@ -181,22 +222,28 @@ pub struct Job {
     pub settlement: Settlement,
     /// The actions behind a `failed` settlement.
     pub failures: Vec<ActionFailure>,
+    #[schema(required = true)]
     pub statement: Option<String>,
     /// The engine's own id for the job.
+    #[schema(required = true)]
     pub engine_job_id: Option<String>,
     /// The engine ctasd watches the job on, if it does.
+    #[schema(required = true)]
     pub engine: Option<String>,
     /// Settings the engine's job must have for ctasd to find it: on Flink,
     /// `$internal.pipeline.job-id` (set it in the job's configuration).
+    #[schema(value_type = StringMap)]
     pub engine_options: BTreeMap<String, String>,
     /// What ctasd's watcher last saw of the job and its engine.
+    #[schema(required = true)]
     pub watch: Option<Watch>,
     /// Why the job failed: the reporter's words, or the root cause the
     /// watcher copied from the engine.
+    #[schema(required = true)]
     pub failure: Option<String>,
     pub hooks: Vec<Hook>,
     /// Every action, oldest first.
-    pub actions: Vec<Action>,
+    pub actions: Vec<LedgerAction>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -207,16 +254,23 @@ pub struct Watch {
     /// Whether ctasd reached the engine when it last tried.
     pub engine_reachability: Reachability,
     /// Since when the engine has been so.
+    #[schema(required = true)]
     pub engine_reachability_since: Option<DateTime<Utc>>,
     /// Why ctasd cannot reach the engine, while it cannot.
+    #[schema(required = true)]
     pub engine_error: Option<String>,
     /// The job's status as the engine last gave it.
+    #[schema(required = true)]
     pub engine_status: Option<JobStatus>,
+    #[schema(required = true)]
     pub first_seen_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
     pub last_seen_at: Option<DateTime<Utc>>,
     /// Since when the engine, reachable, has not known the job.
+    #[schema(required = true)]
     pub missing_since: Option<DateTime<Utc>>,
     /// What the watcher waits for, or why it settled the job, in words.
+    #[schema(required = true)]
     pub note: Option<String>,
 }
 
@@ -255,6 +309,8 @@ pub struct StatusReport {
     /// last report (a poller misses short ones) are applied first, in order.
     pub status: JobStatus,
     /// Why the job failed, for `FAILED`/`FAILING`.
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub failure: Option<String>,
     /// When the engine says the job reached each status, in milliseconds
     /// since the epoch, as Flink's `/jobs/<id>` gives them (0: not reached).
@@ -287,12 +343,12 @@ impl StatusReport {
 pub struct StatusOutcome {
     /// The actions the report's move recorded (for every status it passed
     /// through), with their results.
-    pub actions_taken: Vec<Action>,
+    pub actions_taken: Vec<LedgerAction>,
     pub job: Job,
 }
 
-fn action_view(action: &ActionRecord) -> Action {
-    Action {
+fn action_view(action: &ActionRecord) -> LedgerAction {
+    LedgerAction {
         id: action.id,
         hook: action.hook_index,
         action: action.action,
@@ -300,7 +356,7 @@ fn action_view(action: &ActionRecord) -> Action {
         state: action.state,
         attempts: action.attempts,
         in_progress: action.in_progress,
-        outcome: action.outcome.clone(),
+        outcome: action.outcome,
         last_error: action.last_error.clone(),
         created_at: action.created_at,
         updated_at: action.updated_at,
@@ -316,9 +372,9 @@ fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
         .map(|(index, (hook, location))| Hook {
             index: index as u32,
             kind: hook.kind,
-            target: Target {
+            target: HookTarget {
                 catalog: hook.catalog.name.to_string(),
-                database: Some(hook.database.clone()),
+                database: hook.database.clone(),
                 table: hook.table.clone(),
             },
             if_not_exists: hook.if_not_exists,
@@ -344,7 +400,7 @@ fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
                 error: a
                     .last_error
                     .clone()
-                    .or_else(|| a.outcome.clone())
+                    .or_else(|| a.outcome.map(|o| o.as_str().to_owned()))
                     .unwrap_or_default(),
             })
             .collect(),
@@ -492,7 +548,8 @@ pub struct ListJobsParams {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobPage {
     pub jobs: Vec<Job>,
-    /// Pass as `page_token` to get the next page; absent on the last page.
+    /// Pass as `page_token` to get the next page; `null` on the last page.
+    #[schema(required = true)]
     pub next_page_token: Option<String>,
 }
 
@@ -536,37 +593,85 @@ async fn list_jobs(
     page.into_response("jobs")
 }
 
-/// One event in a job's history.
+/// One event in a job's history, told apart by `kind`.
 #[derive(Debug, Serialize, ToSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(untagged)]
+#[schema(discriminator(property_name = "kind", mapping(
+    ("status" = "#/components/schemas/StatusEvent"),
+    ("action" = "#/components/schemas/ActionEvent"),
+    ("intervention" = "#/components/schemas/InterventionEvent"),
+)))]
 pub enum JobEvent {
-    /// The job reached a status.
-    Status {
-        at: DateTime<Utc>,
-        from: Option<JobStatus>,
-        to: JobStatus,
-        failure: Option<String>,
-        /// Passed over between two reports: a later status was reported.
-        inferred: bool,
-        /// When the engine says the job reached it, if the report said.
-        engine_at: Option<DateTime<Utc>>,
-    },
-    /// An operator decided about an action: retry it now, or give up.
-    Intervention {
-        at: DateTime<Utc>,
-        action_id: i64,
-        decision: Decision,
-    },
-    /// An action was recorded (pending) or finished (done, failed).
-    Action {
-        at: DateTime<Utc>,
-        hook: u32,
-        action: HookAction,
-        state: ActionState,
-        attempts: u32,
-        outcome: Option<String>,
-        last_error: Option<String>,
-    },
+    Status(StatusEvent),
+    Action(ActionEvent),
+    Intervention(InterventionEvent),
+}
+
+/// The kind of a [`StatusEvent`].
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusEventKind {
+    Status,
+}
+
+/// The kind of an [`ActionEvent`].
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionEventKind {
+    Action,
+}
+
+/// The kind of an [`InterventionEvent`].
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InterventionEventKind {
+    Intervention,
+}
+
+/// The job reached a status.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"kind": "status", "at": "2026-12-03T12:00:00Z", "from": "CREATED", "to": "RUNNING",
+                          "failure": null, "inferred": true, "engine_at": "2026-12-03T11:59:59.912Z"}))]
+pub struct StatusEvent {
+    pub kind: StatusEventKind,
+    pub at: DateTime<Utc>,
+    /// `null` for the status the job was submitted with.
+    #[schema(required = true)]
+    pub from: Option<JobStatus>,
+    pub to: JobStatus,
+    #[schema(required = true)]
+    pub failure: Option<String>,
+    /// Passed over between two reports: a later status was reported.
+    pub inferred: bool,
+    /// When the engine says the job reached it, if it said.
+    #[schema(required = true)]
+    pub engine_at: Option<DateTime<Utc>>,
+}
+
+/// An action was recorded (pending) or finished (done, failed).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"kind": "action", "at": "2026-12-03T12:00:01Z", "hook": 0, "action": "commit",
+                          "state": "done", "attempts": 1, "outcome": "committed", "last_error": null}))]
+pub struct ActionEvent {
+    pub kind: ActionEventKind,
+    pub at: DateTime<Utc>,
+    pub hook: u32,
+    pub action: HookAction,
+    pub state: ActionState,
+    pub attempts: u32,
+    #[schema(required = true)]
+    pub outcome: Option<ActionOutcome>,
+    #[schema(required = true)]
+    pub last_error: Option<String>,
+}
+
+/// An operator decided about an action: retry it now, or give up.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InterventionEvent {
+    pub kind: InterventionEventKind,
+    pub at: DateTime<Utc>,
+    pub action_id: i64,
+    pub decision: Decision,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -579,6 +684,7 @@ pub struct JobEvents {
     get,
     path = "/v1/jobs/{job}/events",
     tag = "jobs",
+    operation_id = "list_job_events",
     params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
     responses(
         (status = 200, description = "Events, oldest first", body = JobEvents),
@@ -603,14 +709,15 @@ impl From<service::JobEvents> for JobEvents {
     fn from(history: service::JobEvents) -> Self {
         let mut events: Vec<(DateTime<Utc>, u8, i64, JobEvent)> = Vec::new();
         for (i, change) in history.statuses.into_iter().enumerate() {
-            let event = JobEvent::Status {
+            let event = JobEvent::Status(StatusEvent {
+                kind: StatusEventKind::Status,
                 at: change.at,
                 from: change.from,
                 to: change.to,
                 failure: change.failure,
                 inferred: change.inferred,
                 engine_at: change.engine_at,
-            };
+            });
             events.push((change.at, 0, i as i64, event));
         }
         for action in &history.job.actions {
@@ -619,23 +726,25 @@ impl From<service::JobEvents> for JobEvents {
             } else {
                 action.updated_at
             };
-            let event = JobEvent::Action {
+            let event = JobEvent::Action(ActionEvent {
+                kind: ActionEventKind::Action,
                 at,
                 hook: action.hook_index,
                 action: action.action,
                 state: action.state,
                 attempts: action.attempts,
-                outcome: action.outcome.clone(),
+                outcome: action.outcome,
                 last_error: action.last_error.clone(),
-            };
+            });
             events.push((at, 1, action.id, event));
         }
         for intervention in history.interventions {
-            let event = JobEvent::Intervention {
+            let event = JobEvent::Intervention(InterventionEvent {
+                kind: InterventionEventKind::Intervention,
                 at: intervention.at,
                 action_id: intervention.action_id,
                 decision: intervention.decision,
-            };
+            });
             events.push((intervention.at, 2, intervention.action_id, event));
         }
         events.sort_by_key(|e| (e.0, e.1, e.2));

@@ -11,7 +11,9 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod jobs;
+pub mod openapi;
 pub mod page;
+pub mod statements;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,106 +54,17 @@ pub struct AppState {
         (name = "engines", description = "Flink clusters ctasd watches jobs on"),
         (name = "jobs", description = "Submit CTAS jobs and report their status"),
         (name = "health", description = "Liveness and readiness"),
-    )
+    ),
+    components(schemas(error::ProblemCode))
 )]
 struct ApiDoc;
-
-/// Declares the bearer scheme and requires it on every operation that does
-/// not declare its own security (the health checks declare none needed),
-/// documenting the 401 and 403 answers each of those can give.
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{
-            HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
-        };
-        let components = api.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-        for item in api.paths.paths.values_mut() {
-            for operation in operations(item) {
-                if let Some(declared) = &mut operation.security {
-                    // `security(())` on a handler: open to anyone, which
-                    // OpenAPI spells as no requirement at all.
-                    declared.retain(|requirement| *requirement != SecurityRequirement::default());
-                    continue;
-                }
-                operation.security = Some(vec![SecurityRequirement::new(
-                    "bearer",
-                    Vec::<String>::new(),
-                )]);
-                let responses = &mut operation.responses.responses;
-                responses.insert(
-                    "401".into(),
-                    problem_answer("`UNAUTHENTICATED`: no valid bearer token").into(),
-                );
-                responses.insert(
-                    "403".into(),
-                    problem_answer(
-                        "`FORBIDDEN`: the token's role may not do this; `HOST_NOT_ALLOWED`: \
-                         without tokens, the request was not addressed to loopback",
-                    )
-                    .into(),
-                );
-            }
-        }
-    }
-}
-
-/// Documents the 431 that any operation answers when its headers are too large.
-struct HeaderLimit;
-
-impl utoipa::Modify for HeaderLimit {
-    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
-        for item in api.paths.paths.values_mut() {
-            for operation in operations(item) {
-                operation
-                    .responses
-                    .responses
-                    .insert("431".into(), problem_answer("`HEADERS_TOO_LARGE`").into());
-            }
-        }
-    }
-}
-
-fn operations(
-    item: &mut utoipa::openapi::PathItem,
-) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
-    [
-        &mut item.get,
-        &mut item.put,
-        &mut item.post,
-        &mut item.delete,
-        &mut item.patch,
-        &mut item.head,
-        &mut item.options,
-        &mut item.trace,
-    ]
-    .into_iter()
-    .flatten()
-}
-
-fn problem_answer(description: &str) -> utoipa::openapi::Response {
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            error::PROBLEM_JSON,
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("Problem")))
-                .build(),
-        )
-        .build()
-}
 
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(catalog_types::router())
         .merge(catalogs::router())
         .merge(engines::router())
+        .merge(statements::router())
         .merge(jobs::router())
         .merge(health::router())
 }
@@ -159,11 +72,9 @@ fn routes() -> OpenApiRouter<AppState> {
 /// The OpenAPI document, as `ctasd openapi` prints it and
 /// `openapi/openapi.json` holds it.
 pub fn openapi_json() -> String {
-    use utoipa::Modify;
     let (_, mut api) = routes().split_for_parts();
-    // After the routes are merged: the modifiers act on every operation.
-    BearerAuth.modify(&mut api);
-    HeaderLimit.modify(&mut api);
+    // After the routes are merged: for every operation.
+    openapi::finish(&mut api);
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     api.to_pretty_json()
         .expect("the OpenAPI document serializes")

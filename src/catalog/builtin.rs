@@ -16,3 +16,12 @@ pub fn registry(protected: Arc<ProtectedPaths>) -> FactoryRegistry {
         Box::new(filesystem::FilesystemCatalogFactory::new(protected)),
     ])
 }
+
+/// The values of option `type` this build accepts, for the OpenAPI
+/// document (which is written before any data directory exists).
+pub fn type_names() -> Vec<&'static str> {
+    registry(Arc::default())
+        .factories()
+        .map(|factory| factory.identifier())
+        .collect()
+}

@@ -37,6 +37,7 @@ use super::{
     Staging, StagingKey, TableInfo, WriteLocation, defined_table, staging_missing,
     table_exists_error, table_not_found,
 };
+use crate::domain::WriteLocationKind;
 use crate::domain::options::{OptionSpec, ValidationError};
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
@@ -141,7 +142,7 @@ impl CatalogFactory for FilesystemCatalogFactory {
         ]);
         WriteLocation {
             path: Some(path.display().to_string()),
-            ..super::sink::write_location("directory", name, staging, connector)
+            ..super::sink::write_location(WriteLocationKind::Directory, name, staging, connector)
         }
     }
 

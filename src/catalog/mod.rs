@@ -22,6 +22,7 @@ pub use live::LiveCatalogs;
 pub use protected::ProtectedPaths;
 pub use registry::{FactoryError, FactoryRegistry, OpenError, OpenOrInvalid};
 
+use crate::domain::ledger::ActionOutcome;
 pub use crate::domain::staging::{Staging, StagingKey, WriteLocation};
 use crate::domain::table::TableDefinition;
 pub use crate::domain::table::{ColumnInfo, TableInfo};
@@ -43,10 +44,10 @@ pub enum CommitOutcome {
 }
 
 impl CommitOutcome {
-    pub fn as_str(self) -> &'static str {
+    pub fn outcome(self) -> ActionOutcome {
         match self {
-            CommitOutcome::Committed => "committed",
-            CommitOutcome::AlreadyCommitted => "already committed",
+            CommitOutcome::Committed => ActionOutcome::Committed,
+            CommitOutcome::AlreadyCommitted => ActionOutcome::AlreadyCommitted,
         }
     }
 }
@@ -64,11 +65,11 @@ pub enum CreateOutcome {
 }
 
 impl CreateOutcome {
-    pub fn as_str(self) -> &'static str {
+    pub fn outcome(self) -> ActionOutcome {
         match self {
-            CreateOutcome::Created => "created",
-            CreateOutcome::AlreadyExisted => "already existed",
-            CreateOutcome::Replaced => "replaced",
+            CreateOutcome::Created => ActionOutcome::Created,
+            CreateOutcome::AlreadyExisted => ActionOutcome::AlreadyExisted,
+            CreateOutcome::Replaced => ActionOutcome::Replaced,
         }
     }
 }
@@ -90,12 +91,12 @@ pub enum BeginOutcome {
 }
 
 impl BeginOutcome {
-    pub fn as_str(self) -> &'static str {
+    pub fn outcome(self) -> ActionOutcome {
         match self {
-            BeginOutcome::Staged => "staged",
-            BeginOutcome::AlreadyStaged => "already staged",
-            BeginOutcome::Restaged => "restaged empty for a new attempt",
-            BeginOutcome::Adopted => "adopted the engine's staging",
+            BeginOutcome::Staged => ActionOutcome::Staged,
+            BeginOutcome::AlreadyStaged => ActionOutcome::AlreadyStaged,
+            BeginOutcome::Restaged => ActionOutcome::Restaged,
+            BeginOutcome::Adopted => ActionOutcome::Adopted,
         }
     }
 }

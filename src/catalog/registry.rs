@@ -14,6 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{Catalog, Staging, WriteLocation};
+use crate::domain::WriteLocationKind;
 use crate::domain::options::{COMMON_OPTIONS, OptionSpec, ValidationError, is_sensitive};
 use crate::domain::{CatalogName, CatalogOptions};
 
@@ -67,7 +68,7 @@ pub trait CatalogFactory: Send + Sync {
             staging.table.clone()
         };
         WriteLocation {
-            kind: "memory".into(),
+            kind: WriteLocationKind::Memory,
             name,
             url: None,
             path: None,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{Staging, WriteLocation};
+use crate::domain::WriteLocationKind;
 use crate::domain::options::is_sensitive;
 use crate::domain::table::TableDefinition;
 use crate::domain::types::DataType;
@@ -14,7 +15,7 @@ use crate::domain::types::DataType;
 /// overlaid with `connector_options` (which say where), and whose
 /// statement declares them. Sensitive options are left out.
 pub fn write_location(
-    kind: &str,
+    kind: WriteLocationKind,
     name: String,
     staging: &Staging,
     connector_options: BTreeMap<String, String>,
@@ -33,7 +34,7 @@ pub fn write_location(
         &sink_options,
     ));
     WriteLocation {
-        kind: kind.into(),
+        kind,
         name,
         url: None,
         path: None,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::catalog::CatalogDescriptor;
 use super::engine::EngineObservation;
 use super::job::{JobId, JobMode, JobStatus};
-use super::ledger::{ActionRecord, ActionState, SUPERSEDED, Settlement};
+use super::ledger::{ActionOutcome, ActionRecord, ActionState, Settlement};
 use super::name::EngineName;
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
@@ -140,9 +140,9 @@ impl JobRecord {
     /// The failed actions that count against the job (not those an abort
     /// made unnecessary).
     pub fn failures(&self) -> impl Iterator<Item = &ActionRecord> {
-        self.actions
-            .iter()
-            .filter(|a| a.state == ActionState::Failed && a.outcome.as_deref() != Some(SUPERSEDED))
+        self.actions.iter().filter(|a| {
+            a.state == ActionState::Failed && a.outcome != Some(ActionOutcome::Superseded)
+        })
     }
 
     pub fn settlement(&self) -> Settlement {

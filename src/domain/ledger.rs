@@ -147,8 +147,9 @@ pub struct ActionRecord {
     /// Leased by a runner right now (this process or another replica).
     pub in_progress: bool,
     pub last_error: Option<String>,
-    /// What the action found or did, e.g. `committed`, `already committed`.
-    pub outcome: Option<String>,
+    /// What the action found or did, once it is done (or superseded, or
+    /// given up).
+    pub outcome: Option<ActionOutcome>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -157,7 +158,7 @@ pub struct ActionRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionResult {
     Done {
-        outcome: String,
+        outcome: ActionOutcome,
     },
     /// Try again after `retry_at` (the external system is down).
     Retry {
@@ -182,8 +183,73 @@ pub enum Settlement {
     Failed,
 }
 
-/// Outcome of an action that a superseding abort made unnecessary.
-pub const SUPERSEDED: &str = "superseded";
+/// What an action found or did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionOutcome {
+    /// `begin`: a new, empty staging.
+    Staged,
+    /// `begin` repeated: this attempt's staging was there, rows kept.
+    AlreadyStaged,
+    /// `begin` for a new attempt: the earlier attempt's staging emptied.
+    Restaged,
+    /// `begin`: a staging directory the engine made first, taken over.
+    Adopted,
+    /// `create`: the streaming table is there now.
+    Created,
+    /// `create`: the table was there already.
+    AlreadyExisted,
+    /// `create` of a replacing kind: the old table replaced.
+    Replaced,
+    /// `commit`: the staging published as the target.
+    Committed,
+    /// `commit` repeated: the target already holds this job's data.
+    AlreadyCommitted,
+    /// `abort`: the staging gone.
+    Aborted,
+    /// Failed without running: the job ended first, and an abort followed.
+    Superseded,
+    /// Failed because an operator gave up on it.
+    GivenUp,
+}
+
+impl ActionOutcome {
+    pub const ALL: [ActionOutcome; 12] = [
+        ActionOutcome::Staged,
+        ActionOutcome::AlreadyStaged,
+        ActionOutcome::Restaged,
+        ActionOutcome::Adopted,
+        ActionOutcome::Created,
+        ActionOutcome::AlreadyExisted,
+        ActionOutcome::Replaced,
+        ActionOutcome::Committed,
+        ActionOutcome::AlreadyCommitted,
+        ActionOutcome::Aborted,
+        ActionOutcome::Superseded,
+        ActionOutcome::GivenUp,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionOutcome::Staged => "staged",
+            ActionOutcome::AlreadyStaged => "already_staged",
+            ActionOutcome::Restaged => "restaged",
+            ActionOutcome::Adopted => "adopted",
+            ActionOutcome::Created => "created",
+            ActionOutcome::AlreadyExisted => "already_existed",
+            ActionOutcome::Replaced => "replaced",
+            ActionOutcome::Committed => "committed",
+            ActionOutcome::AlreadyCommitted => "already_committed",
+            ActionOutcome::Aborted => "aborted",
+            ActionOutcome::Superseded => "superseded",
+            ActionOutcome::GivenUp => "given_up",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
 
 /// What an operator decides about a stuck or failed action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -152,6 +152,25 @@ impl fmt::Debug for CatalogOptions {
     }
 }
 
+/// A flat map of strings (catalog options, table properties, connector
+/// options). Declared without `"type": "object"` on purpose: generated
+/// clients then take and give a plain dictionary instead of a wrapper class.
+pub struct StringMap;
+
+impl utoipa::PartialSchema for StringMap {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+        ObjectBuilder::new()
+            .schema_type(SchemaType::AnyValue)
+            .description(Some("A flat map of strings."))
+            .additional_properties(Some(ObjectBuilder::new().schema_type(Type::String)))
+            .examples([serde_json::json!({"format": "csv"})])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for StringMap {}
+
 /// Secrets at least this long are masked wherever they appear in a
 /// message, even inside a longer word; shorter ones only as whole values.
 pub const MIN_EMBEDDED_SECRET_LEN: usize = 8;

@@ -56,24 +56,38 @@ impl Staging {
     }
 }
 
+/// What an engine writes into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteLocationKind {
+    /// A database table (`jdbc`): `url` says where.
+    Table,
+    /// A directory of a warehouse (`filesystem`): `path` says where.
+    Directory,
+    /// A table of ctasd's own memory (`generic_in_memory`): no engine can
+    /// reach it.
+    Memory,
+}
+
 /// Where the engine writes a hook's rows.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct WriteLocation {
-    /// `table`, `directory` or `memory`.
-    pub kind: String,
+    pub kind: WriteLocationKind,
     /// The table (or directory) the engine writes into: the hidden staging
     /// for a batch job, the target itself for a streaming one.
     pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The database's JDBC URL, for a `table`.
+    #[schema(required = true)]
     pub url: Option<String>,
     /// The directory, as a path on the machine that holds the warehouse.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = true)]
     pub path: Option<String>,
     /// Flink connector options that write there.
+    #[schema(value_type = crate::domain::options::StringMap)]
     pub sink_options: BTreeMap<String, String>,
     /// The Flink SQL statement that declares the sink: run it, then
     /// `INSERT INTO` the table it names. Secrets are left out (add the
-    /// `password` of a `jdbc` sink yourself).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `password` of a `jdbc` sink yourself). `null` for `memory`.
+    #[schema(required = true)]
     pub sink_statement: Option<String>,
 }

@@ -20,13 +20,25 @@ pub struct TableDefinition {
     pub columns: Vec<ColumnDefinition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watermarks: Vec<Watermark>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::non_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(nullable = false)]
     pub primary_key: Option<PrimaryKey>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partition_keys: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::non_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(nullable = false)]
     pub comment: Option<String>,
+    /// The table's options, e.g. `format` for a `filesystem` table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = super::options::StringMap)]
     pub options: BTreeMap<String, String>,
 }
 
@@ -38,16 +50,37 @@ pub struct ColumnDefinition {
     /// A Flink SQL type, e.g. `DECIMAL(10, 2) NOT NULL`.
     #[serde(rename = "type")]
     pub data_type: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::non_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(nullable = false)]
     pub comment: Option<String>,
     /// A computed column's SQL expression.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::non_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(nullable = false)]
     pub expr: Option<String>,
     /// A metadata column's metadata key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "super::non_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(nullable = false)]
     pub metadata: Option<String>,
     /// Whether a metadata column is read-only (not written by sinks).
-    #[serde(default, rename = "virtual", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "virtual",
+        deserialize_with = "super::non_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(nullable = false)]
     pub is_virtual: Option<bool>,
 }
 

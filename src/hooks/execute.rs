@@ -13,7 +13,9 @@ use crate::catalog::{
     BeginOutcome, Catalog, CatalogError, CreateOutcome, OpenOrInvalid, Publish, Staging,
 };
 use crate::domain::hook::{HookKind, JobRecord, NewHook};
-use crate::domain::ledger::{ActionRecord, ActionResult, ActionState, HookAction, retry};
+use crate::domain::ledger::{
+    ActionOutcome, ActionRecord, ActionResult, ActionState, HookAction, retry,
+};
 use crate::fault::{self, Point};
 use crate::store::StoreError;
 
@@ -44,7 +46,7 @@ impl From<OpenOrInvalid> for Failure {
 }
 
 /// What the ledger records for an outcome of `action`.
-fn settle(action: &ActionRecord, outcome: Result<String, Failure>) -> ActionResult {
+fn settle(action: &ActionRecord, outcome: Result<ActionOutcome, Failure>) -> ActionResult {
     match outcome {
         Ok(outcome) => ActionResult::Done { outcome },
         Err(Failure::Passing(error)) => retry(action, error),
@@ -118,7 +120,7 @@ impl HookRunner {
         let (hook, kind) = (action.hook_index, action.action.as_str());
         match result {
             ActionResult::Done { outcome } => {
-                tracing::info!(job = %job.id, hook, action = kind, outcome, "hook action done")
+                tracing::info!(job = %job.id, hook, action = kind, outcome = outcome.as_str(), "hook action done")
             }
             ActionResult::Retry { error, .. } => {
                 tracing::warn!(job = %job.id, hook, action = kind, %error, "hook action will be retried")
@@ -164,21 +166,21 @@ impl HookRunner {
                     Ok(replace) => catalog
                         .create_table(staging, replace)
                         .await
-                        .map(CreateOutcome::as_str),
+                        .map(CreateOutcome::outcome),
                     Err(e) => Err(e),
                 }
             }
             HookAction::Begin => catalog
                 .begin(staging, first.id)
                 .await
-                .map(BeginOutcome::as_str),
-            HookAction::Abort => catalog.abort(staging).await.map(|()| "aborted"),
+                .map(BeginOutcome::outcome),
+            HookAction::Abort => catalog
+                .abort(staging)
+                .await
+                .map(|()| ActionOutcome::Aborted),
             HookAction::Commit => unreachable!("commits run as a batch above"),
         };
-        vec![settle(
-            first,
-            outcome.map(str::to_owned).map_err(Failure::from),
-        )]
+        vec![settle(first, outcome.map_err(Failure::from))]
     }
 
     /// Publishes a batch of commits; a conflict on any of them (someone
@@ -218,7 +220,7 @@ impl HookRunner {
         for ((action, (staging, _)), outcome) in batch.iter().zip(&publications).zip(outcomes) {
             let result = match outcome {
                 Ok(outcome) => ActionResult::Done {
-                    outcome: outcome.as_str().to_owned(),
+                    outcome: outcome.outcome(),
                 },
                 Err(
                     conflict @ (CatalogError::TableExists { .. }

@@ -204,7 +204,7 @@ fn note_results(record: &mut JobRecord, results: &[Recorded]) {
         match result {
             ActionResult::Done { outcome } => {
                 action.state = ActionState::Done;
-                action.outcome = Some(outcome.clone());
+                action.outcome = Some(*outcome);
                 action.last_error = None;
             }
             ActionResult::Retry { error, .. } => action.last_error = Some(error.clone()),

@@ -8,14 +8,17 @@ mod catalogs;
 mod engines;
 mod jobs;
 mod report;
+mod statements;
 mod submit;
 mod watch;
 
 use std::sync::Arc;
 
+pub use crate::catalog::builtin::type_names as catalog_type_names;
 pub use catalogs::{CatalogType, Registration};
 pub use engines::{EngineAlteration, EngineRegistration, EngineRequest, EngineWithJobs};
 pub use jobs::JobEvents;
+pub use statements::StatementResult;
 pub use submit::{HookRequest, JobRequest, Submission};
 pub use watch::{Polled, RequestBudget};
 

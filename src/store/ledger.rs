@@ -13,7 +13,7 @@ use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{Ledger, Moved, StoreError};
 use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::ledger::{
-    ActionRecord, ActionResult, Decision, DecisionError, HookAction, Preparation, SUPERSEDED,
+    ActionOutcome, ActionRecord, ActionResult, Decision, DecisionError, HookAction, Preparation,
     abort_after_giving_up, decide, history_rows, planned_actions,
 };
 
@@ -89,9 +89,10 @@ async fn record_move(
     {
         if action == HookAction::Abort {
             // Not one running right now: it finishes, and the abort follows.
+            let superseded = ActionOutcome::Superseded.as_str();
             tx.execute(
                 Query::new(format!(
-                    "UPDATE actions SET state = 'failed', outcome = '{SUPERSEDED}', \
+                    "UPDATE actions SET state = 'failed', outcome = '{superseded}', \
                      last_error = 'superseded: the job ended before it ran', updated_at = $3 \
                      WHERE job_id = $1 AND hook_index = $2 AND state = 'pending' \
                        AND action IN ('begin', 'create') AND (lease_until IS NULL OR lease_until < $4)"
@@ -301,7 +302,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                  lease_until = NULL, updated_at = $3 WHERE id = $1",
             )
             .int(id)
-            .text(outcome)
+            .text(outcome.as_str())
             .time(now),
             ActionResult::Retry { error, retry_at } => Query::new(
                 "UPDATE actions SET last_error = $2, not_before = $3, lease_until = NULL, \
@@ -364,7 +365,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(millis(now))
             .time(now),
             Decision::GiveUp => Query::new(
-                "UPDATE actions SET state = 'failed', outcome = 'given up', \
+                "UPDATE actions SET state = 'failed', outcome = 'given_up', \
                  last_error = coalesce(last_error, 'given up by an operator'), lease_until = NULL, \
                  updated_at = $2 WHERE id = $1",
             )

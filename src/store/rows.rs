@@ -11,7 +11,9 @@ use super::{Keyring, StoreError};
 use crate::domain::engine::{EngineObservation, Reachability};
 use crate::domain::hook::{HookKind, JobRecord, JobWatch, NewHook, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
-use crate::domain::ledger::{ActionRecord, ActionState, Decision, HookAction, Intervention};
+use crate::domain::ledger::{
+    ActionOutcome, ActionRecord, ActionState, Decision, HookAction, Intervention,
+};
 use crate::domain::options::is_sensitive;
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord, EngineName};
 
@@ -279,7 +281,11 @@ impl ActionRow {
                 .lease_until
                 .is_some_and(|until| until > Utc::now().timestamp_millis()),
             last_error: self.last_error,
-            outcome: self.outcome,
+            outcome: self
+                .outcome
+                .as_deref()
+                .map(|o| ActionOutcome::parse(o).ok_or_else(|| corrupt("action outcome", o)))
+                .transpose()?,
             created_at: self.created_at,
             updated_at: self.updated_at,
         })

@@ -15,6 +15,10 @@ fn allowed(method: &str, path: &str) -> Vec<Role> {
     let read = method == "GET";
     if path == "/healthz" || path == "/readyz" {
         ROLES.to_vec()
+    } else if path == "/v1/statements" {
+        // Who may read catalogs may send a statement; one that changes
+        // them needs more (checked below).
+        vec![Reader, Operator, Admin]
     } else if path.ends_with("/status") && method == "PUT" {
         vec![Engine, Admin]
     } else if path.starts_with("/v1/jobs/") && method == "PATCH" {
@@ -149,4 +153,31 @@ async fn without_tokens_only_loopback_is_served_unless_insecure_is_explicit() {
             .contains("refusing to listen on 0.0.0.0:0 without tokens"),
         "{refused}"
     );
+}
+
+#[tokio::test]
+async fn a_reader_may_show_catalogs_by_statement_but_not_create_one() {
+    let (reader, line) = generate("reader", Role::Reader);
+    let app = TestApp::spawn_with_settings(|s| s.tokens = Some(SecretString::from(line))).await;
+    let statement = |sql: &str| {
+        app.client
+            .post(app.url("/v1/statements"))
+            .bearer_auth(reader.expose_secret())
+            .json(&json!({ "statement": sql }))
+            .send()
+    };
+
+    let shown = Reply::from(statement("SHOW CATALOGS").await.unwrap()).await;
+    let created = Reply::from(
+        statement("CREATE CATALOG mem WITH ('type' = 'generic_in_memory')")
+            .await
+            .unwrap(),
+    )
+    .await;
+
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    created.assert_problem(403, "FORBIDDEN");
+    assert!(created.detail().contains("may not change catalogs"));
+    let listed = Reply::from(statement("SHOW CATALOGS").await.unwrap()).await;
+    assert_eq!(listed.body["rows"], json!([]), "nothing was created");
 }

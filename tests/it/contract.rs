@@ -126,7 +126,7 @@ async fn a_streaming_replace_has_the_new_columns_right_after_created_everywhere(
             "the old rows went with the old table"
         );
         assert_eq!(
-            restarted.body["actions_taken"][0]["outcome"], "already existed",
+            restarted.body["actions_taken"][0]["outcome"], "already_existed",
             "a restart keeps the replaced table and what was written to it"
         );
     }

@@ -217,7 +217,7 @@ async fn trial(trial: u64, kill_at: &str) -> Outcome {
             match action["action"].as_str().unwrap() {
                 "commit" => {
                     commits += 1;
-                    if action["outcome"] == "already committed" {
+                    if action["outcome"] == "already_committed" {
                         outcome.commits_found_done += 1;
                     }
                 }

@@ -27,4 +27,5 @@ mod restart;
 mod safety;
 mod secrets;
 mod staging;
+mod statements;
 mod store;

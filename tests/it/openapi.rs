@@ -54,14 +54,138 @@ fn the_document_is_openapi_3_1_and_documents_every_route_with_problem_errors() {
                 );
             }
             assert!(responses.contains_key("431"), "{method} {path}: 431");
+            assert!(
+                responses.contains_key("default"),
+                "{method} {path}: default"
+            );
             for (status, response) in responses {
-                if status.starts_with('4') || status.starts_with('5') {
+                let response = resolve(&document, response);
+                if status.starts_with('4') || status.starts_with('5') || status == "default" {
                     assert!(
                         response["content"]["application/problem+json"].is_object(),
                         "{method} {path} {status} is not problem+json"
                     );
                 }
             }
+        }
+    }
+}
+
+/// A `$ref` into the document, followed; anything else as it is.
+fn resolve<'a>(
+    document: &'a serde_json::Value,
+    value: &'a serde_json::Value,
+) -> &'a serde_json::Value {
+    match value["$ref"].as_str() {
+        Some(reference) => {
+            let pointer = reference.strip_prefix('#').expect("a local reference");
+            document
+                .pointer(pointer)
+                .unwrap_or_else(|| panic!("{reference} resolves"))
+        }
+        None => value,
+    }
+}
+
+#[test]
+fn the_document_gives_generators_named_types_plain_maps_and_verb_first_operations() {
+    let document: serde_json::Value = serde_json::from_str(&ctasd::api::openapi_json()).unwrap();
+    let schemas = &document["components"]["schemas"];
+
+    let event = &schemas["JobEvent"];
+    assert_eq!(event["discriminator"]["propertyName"], "kind");
+    for (kind, schema) in [("status", "StatusEvent"), ("action", "ActionEvent")] {
+        assert_eq!(
+            event["discriminator"]["mapping"][kind],
+            format!("#/components/schemas/{schema}")
+        );
+        assert!(
+            schemas[schema]["properties"]["kind"].is_object(),
+            "{schema}"
+        );
+    }
+
+    // Every string map is the one StringMap (a plain dict in clients).
+    let text = document.to_string();
+    assert!(!text.contains("\"additionalProperties\":{\"type\":\"string\"},\"propertyNames\""));
+    for (schema, field) in [
+        ("RegisterCatalog", "options"),
+        ("Catalog", "options"),
+        ("AlterCatalog", "set"),
+        ("Table", "options"),
+    ] {
+        assert_eq!(
+            schemas[schema]["properties"][field]["$ref"], "#/components/schemas/StringMap",
+            "{schema}.{field}"
+        );
+    }
+    assert!(schemas["StringMap"].get("type").is_none());
+
+    // Responses list what the server always sends; requests have no `null`.
+    let catalog = &schemas["Catalog"];
+    for field in [
+        "name",
+        "type",
+        "options",
+        "comment",
+        "created_at",
+        "updated_at",
+    ] {
+        assert!(
+            catalog["required"]
+                .as_array()
+                .unwrap()
+                .contains(&field.into()),
+            "Catalog.{field} is required"
+        );
+    }
+    for request in [
+        "RegisterCatalog",
+        "AlterCatalog",
+        "SubmitJob",
+        "SubmitHook",
+        "RegisterEngine",
+        "StatusReport",
+    ] {
+        let properties = schemas[request]["properties"].as_object().unwrap();
+        for (field, property) in properties {
+            assert!(
+                !property.to_string().contains("\"null\""),
+                "{request}.{field} accepts null: {property}"
+            );
+        }
+    }
+    assert!(
+        schemas["ActionOutcome"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&"already_committed".into())
+    );
+    assert!(
+        schemas["CatalogTypeName"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&"jdbc".into())
+    );
+    assert!(
+        schemas["ProblemCode"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&"TRANSITION_ILLEGAL".into())
+    );
+    assert!(schemas["Problem"]["properties"]["legal_next"].is_object());
+
+    let verbs = [
+        "list", "get", "register", "alter", "drop", "submit", "update", "report", "settle",
+        "check", "run",
+    ];
+    for (path, item) in document["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let id = operation["operationId"].as_str().unwrap();
+            assert!(
+                verbs.iter().any(|verb| id.starts_with(&format!("{verb}_"))),
+                "{method} {path}: operationId {id} is not verb-first"
+            );
         }
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use ctasd::catalog::jdbc::JdbcUrl;
 use ctasd::domain::job::JobId;
+use ctasd::domain::statement;
 use ctasd::domain::table::TableDefinition;
 use ctasd::domain::types::DataType;
 use ctasd::domain::{CatalogName, CatalogOptions, ObjectName};
@@ -73,6 +74,19 @@ proptest! {
         let outcome = on_small_stack(move || DataType::parse(&input));
         if let Err(error) = outcome {
             prop_assert!(error.input.len() <= 1024);
+        }
+    }
+
+    #[test]
+    fn long_catalog_statements_are_parsed_or_refused_with_a_bounded_message(
+        unit in prop::sample::select(vec!["(", "'k' = 'v', ", "`", "'", "CATALOG ", "-- c\n", "é"]),
+        repeat in 1usize..100_000,
+    ) {
+        let input = format!("CREATE CATALOG c WITH ({}", unit.repeat(repeat));
+        let outcome = on_small_stack(move || statement::parse(&input));
+        if let Err(error) = outcome {
+            prop_assert!(error.to_string().len() <= 1024, "the message is bounded");
+            prop_assert!(error.line >= 1 && error.column >= 1);
         }
     }
 

@@ -132,7 +132,7 @@ async fn two_replicas_on_one_postgres_store_commit_every_table_exactly_once() {
                 if action["action"] == "commit" {
                     commits += 1;
                     // A second run, by either replica, would have found the
-                    // table published and said "already committed".
+                    // table published and said "already_committed".
                     assert_eq!(action["outcome"], "committed", "{job}");
                     if action["attempts"] != 1 {
                         retried += 1;
@@ -291,7 +291,7 @@ async fn a_replica_killed_after_its_commit_leaves_the_recording_to_the_other_onc
     assert_eq!(commit["action"], "commit");
     assert_eq!(commit["state"], "done", "{commit}");
     assert_eq!(
-        commit["outcome"], "already committed",
+        commit["outcome"], "already_committed",
         "the survivor found the table published"
     );
     let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM orders ORDER BY id")

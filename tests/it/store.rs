@@ -8,7 +8,7 @@ use std::time::Duration;
 use ctasd::domain::engine::{EngineDescriptor, EngineKind, EngineObservation, EngineSettings};
 use ctasd::domain::hook::{HookKind, JobRecord, NewHook, NewJob};
 use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
-use ctasd::domain::ledger::{ActionResult, ActionState, HookAction};
+use ctasd::domain::ledger::{ActionOutcome, ActionResult, ActionState, HookAction};
 use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions, EngineName};
 use ctasd::store::{Store, StoreError};
 
@@ -387,7 +387,7 @@ async fn a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept(back
         }
         for action in due {
             let done = ActionResult::Done {
-                outcome: "done".into(),
+                outcome: ActionOutcome::Staged,
             };
             backend.store.record_action(action.id, &done).await.unwrap();
         }
@@ -605,7 +605,7 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
         .record_action(
             first[0].id,
             &ActionResult::Done {
-                outcome: "staged".into(),
+                outcome: ActionOutcome::Staged,
             },
         )
         .await
@@ -624,22 +624,30 @@ async fn due_actions_are_leased_once_and_in_hook_order(backend: Backend) {
         .record_action(
             next[0].id,
             &ActionResult::Done {
-                outcome: "committed".into(),
+                outcome: ActionOutcome::Committed,
             },
         )
         .await
         .unwrap();
     let job = backend.store.get_job(&new.id).await.unwrap().unwrap();
-    let ledger: Vec<(HookAction, ActionState, Option<&str>)> = job
+    let ledger: Vec<(HookAction, ActionState, Option<ActionOutcome>)> = job
         .actions
         .iter()
-        .map(|a| (a.action, a.state, a.outcome.as_deref()))
+        .map(|a| (a.action, a.state, a.outcome))
         .collect();
     assert_eq!(
         ledger,
         [
-            (HookAction::Begin, ActionState::Done, Some("staged")),
-            (HookAction::Commit, ActionState::Done, Some("committed"))
+            (
+                HookAction::Begin,
+                ActionState::Done,
+                Some(ActionOutcome::Staged)
+            ),
+            (
+                HookAction::Commit,
+                ActionState::Done,
+                Some(ActionOutcome::Committed)
+            )
         ]
     );
     assert!(
@@ -802,7 +810,7 @@ async fn a_renewed_lease_holds_and_a_released_one_is_not_renewed(backend: Backen
         [claimed[1].id]
     );
     let done = ActionResult::Done {
-        outcome: "created".into(),
+        outcome: ActionOutcome::Created,
     };
     store.record_action(due[0].id, &done).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;

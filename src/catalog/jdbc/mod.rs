@@ -33,6 +33,7 @@ use super::{
     BeginOutcome, Catalog, CatalogError, ColumnInfo, CommitOutcome, CreateOutcome, Publish,
     Staging, TableInfo, WriteLocation, staging_missing, table_exists_error, table_not_found,
 };
+use crate::domain::WriteLocationKind;
 use crate::domain::options::{OptionSpec, ValidationError};
 use crate::domain::table::TableDefinition;
 use crate::domain::{CatalogOptions, ObjectName};
@@ -187,7 +188,7 @@ impl CatalogFactory for JdbcCatalogFactory {
         let connector = connector_options(options, &staging.database, &name);
         WriteLocation {
             url: connector.get("url").cloned(),
-            ..super::sink::write_location("table", name, staging, connector)
+            ..super::sink::write_location(WriteLocationKind::Table, name, staging, connector)
         }
     }
 
