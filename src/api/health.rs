@@ -1,6 +1,6 @@
-//! `GET /healthz` (the process answers) and `GET /readyz` (the store is
-//! reachable, migrated and whole). Neither needs authentication: their
-//! handlers ask for no permission.
+//! `GET /healthz` (the process answers), `GET /readyz` (the store is
+//! reachable, migrated and whole) and `GET /v1/version`. None needs
+//! authentication: their handlers ask for no permission.
 
 use axum::extract::State;
 use serde::Serialize;
@@ -15,6 +15,28 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(healthz))
         .routes(routes!(readyz))
+        .routes(routes!(get_version))
+}
+
+/// What is running.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"name": "ctasd", "version": "0.1.0", "api": "v1"}))]
+pub struct Version {
+    pub name: String,
+    /// The server's version (also `info.version` of the OpenAPI document).
+    pub version: String,
+    /// The API's major version, the prefix of its routes.
+    pub api: String,
+}
+
+/// The server's version.
+#[utoipa::path(get, path = "/v1/version", tag = "health", security(()), responses((status = 200, description = "The running version", body = Version)))]
+async fn get_version() -> axum::Json<Version> {
+    axum::Json(Version {
+        name: env!("CARGO_PKG_NAME").into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        api: "v1".into(),
+    })
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -28,6 +28,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::ServeSettings;
 use crate::service::Services;
@@ -69,14 +70,20 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(health::router())
 }
 
-/// The OpenAPI document, as `ctasd openapi` prints it and
-/// `openapi/openapi.json` holds it.
-pub fn openapi_json() -> String {
+/// The OpenAPI document, finished: as `/openapi.json` serves it.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
     let (_, mut api) = routes().split_for_parts();
     // After the routes are merged: for every operation.
     openapi::finish(&mut api);
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
-    api.to_pretty_json()
+    api
+}
+
+/// The OpenAPI document, as `ctasd openapi` prints it and
+/// `openapi/openapi.json` holds it.
+pub fn openapi_json() -> String {
+    openapi_document()
+        .to_pretty_json()
         .expect("the OpenAPI document serializes")
 }
 
@@ -84,6 +91,8 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Tokens>) -> Router {
     let (router, _) = routes().split_for_parts();
+    // Interactive docs from assets inside the binary, and the live document.
+    let router = router.merge(SwaggerUi::new("/docs").url("/openapi.json", openapi_document()));
     let timeout = settings.request_timeout();
     let max_header_bytes = settings.max_header_bytes;
     let loopback_only = tokens.is_empty() && settings.listen.ip().is_loopback();

@@ -36,7 +36,7 @@ fn the_document_is_openapi_3_1_and_documents_every_route_with_problem_errors() {
     for (path, item) in paths {
         for (method, operation) in item.as_object().unwrap() {
             let responses = operation["responses"].as_object().unwrap();
-            let open = path == "/healthz" || path == "/readyz";
+            let open = ["/healthz", "/readyz", "/v1/version"].contains(&path.as_str());
             assert_eq!(
                 operation["security"],
                 if open {
@@ -188,4 +188,44 @@ fn the_document_gives_generators_named_types_plain_maps_and_verb_first_operation
             );
         }
     }
+}
+
+#[tokio::test]
+async fn the_server_serves_its_document_interactive_docs_from_its_own_assets_and_its_version() {
+    let app = crate::helpers::TestApp::spawn().await;
+
+    let served = app.get("/openapi.json").await;
+    let generated: serde_json::Value = serde_json::from_str(&ctasd::api::openapi_json()).unwrap();
+    assert_eq!(served.body, generated, "/openapi.json is the document");
+
+    let page = app.client.get(app.url("/docs/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("<div id=\"swagger-ui\">"), "{html}");
+    // Every asset the page loads comes from this server: no network needed.
+    let assets: Vec<&str> = html
+        .split(['"', '\''])
+        .filter(|part| part.starts_with("./") || part.ends_with(".css") || part.ends_with(".js"))
+        .collect();
+    assert!(assets.len() >= 4, "{assets:?}");
+    for asset in assets {
+        assert!(!asset.contains("//"), "{asset} is not served from ctasd");
+        let reply = app
+            .client
+            .get(app.url(&format!("/docs/{}", asset.trim_start_matches("./"))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200, "{asset}");
+        assert!(!reply.bytes().await.unwrap().is_empty(), "{asset}");
+    }
+    let initializer = app.get("/docs/swagger-initializer.js").await.text;
+    assert!(
+        initializer.contains("\"url\": \"/openapi.json\""),
+        "{initializer}"
+    );
+
+    let version = app.get("/v1/version").await;
+    assert_eq!(version.body["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(version.body["name"], "ctasd");
 }
