@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 
 use super::auth::{Authorized, need};
 use super::error::{ApiError, Problem, ProblemCode};
+use super::etag::{IfMatch, Tagged};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::openapi::{CatalogTypeName, StringMap};
 use super::{AppState, page};
@@ -334,7 +335,7 @@ async fn list_catalogs(
     tag = "catalogs",
     params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     responses(
-        (status = 200, description = "The catalog", body = Catalog),
+        (status = 200, description = "The catalog", body = Catalog, headers(("etag" = String, description = "The representation's tag, for `If-Match`"))),
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
@@ -345,12 +346,12 @@ async fn get_catalog(
     _: Authorized<need::ReadCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
-) -> Result<axum::Json<Catalog>, ApiError> {
+) -> Result<Tagged<Catalog>, ApiError> {
     let record = state
         .services
         .catalog(&path_catalog_name(&catalog)?)
         .await?;
-    Ok(axum::Json(Catalog::from(&record)))
+    Ok(Tagged(Catalog::from(&record)))
 }
 
 /// ALTER CATALOG: set and reset options, change the comment. The result is
@@ -359,10 +360,11 @@ async fn get_catalog(
     patch,
     path = "/v1/catalogs/{catalog}",
     tag = "catalogs",
-    params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
+    params(("If-Match" = Option<String>, Header, description = "Change only the version with this `ETag` (412 otherwise)"), ("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")),
     request_body = AlterCatalog,
     responses(
-        (status = 200, description = "Altered and reopened", body = Catalog),
+        (status = 200, description = "Altered and reopened", body = Catalog, headers(("etag" = String, description = "The representation's tag, for `If-Match`"))),
+        (status = 412, description = "`PRECONDITION_FAILED`: `If-Match` names a version that is no longer current", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Malformed JSON or `NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_MODIFIED`: altered by another request meanwhile", body = Problem, content_type = "application/problem+json"),
@@ -377,18 +379,24 @@ async fn alter_catalog(
     _: Authorized<need::ManageCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
+    if_match: IfMatch,
     ApiJson(request): ApiJson<AlterCatalog>,
-) -> Result<axum::Json<Catalog>, ApiError> {
+) -> Result<Tagged<Catalog>, ApiError> {
     let alteration = CatalogAlteration {
         set: request.set,
         reset: request.reset,
         comment: request.comment,
     };
+    let current = state
+        .services
+        .catalog(&path_catalog_name(&catalog)?)
+        .await?;
+    if_match.check("the catalog", &Catalog::from(&current))?;
     let record = state
         .services
-        .alter_catalog(&path_catalog_name(&catalog)?, alteration)
+        .alter_catalog_as_read(current, alteration)
         .await?;
-    Ok(axum::Json(Catalog::from(&record)))
+    Ok(Tagged(Catalog::from(&record)))
 }
 
 /// DROP CATALOG.
@@ -396,9 +404,10 @@ async fn alter_catalog(
     delete,
     path = "/v1/catalogs/{catalog}",
     tag = "catalogs",
-    params(("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"), DropParams),
+    params(("If-Match" = Option<String>, Header, description = "Change only the version with this `ETag` (412 otherwise)"), ("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"), DropParams),
     responses(
         (status = 204, description = "Dropped (or absent, with `if_exists=true`)"),
+        (status = 412, description = "`PRECONDITION_FAILED`: `If-Match` names a version that is no longer current", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_IN_USE`: unfinished jobs use it", body = Problem, content_type = "application/problem+json"),
@@ -410,9 +419,14 @@ async fn drop_catalog(
     _: Authorized<need::ManageCatalogs>,
     State(state): State<AppState>,
     ApiPath(catalog): ApiPath<String>,
+    if_match: IfMatch,
     ApiQuery(params): ApiQuery<DropParams>,
 ) -> Result<StatusCode, ApiError> {
     let name = path_catalog_name(&catalog)?;
+    if if_match.is_given() {
+        let current = state.services.catalog(&name).await?;
+        if_match.check("the catalog", &Catalog::from(&current))?;
+    }
     if !state.services.drop_catalog(&name).await? && !params.if_exists {
         return Err(ApiError::new(
             ProblemCode::CatalogNotFound,

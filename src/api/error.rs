@@ -78,6 +78,7 @@ pub enum ProblemCode {
     TransitionIllegal,
     ActionNotFound,
     ActionNotSettleable,
+    PreconditionFailed,
     EngineJobIdTaken,
     EngineNotFound,
     EngineExists,
@@ -101,6 +102,7 @@ impl ProblemCode {
             RouteNotFound | CatalogNotFound | DatabaseNotFound | TableNotFound | JobNotFound
             | ActionNotFound | EngineNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
             | TableNotOwned | StagingMissing | JobExists | TransitionIllegal
@@ -189,6 +191,7 @@ impl ProblemCode {
             TransitionIllegal => "Illegal status transition",
             ActionNotFound => "Action not found",
             ActionNotSettleable => "Action cannot be settled so",
+            PreconditionFailed => "Precondition failed",
             EngineJobIdTaken => "Engine job id taken",
             EngineNotFound => "Engine not found",
             EngineExists => "Engine already exists",

@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 
 use super::auth::{Authorized, need};
 use super::error::{ApiError, Problem, ProblemCode};
+use super::etag::{IfMatch, Tagged};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::openapi::StringMap;
 use super::{AppState, page};
@@ -472,7 +473,7 @@ fn view(state: &AppState, job: &JobRecord) -> Job {
     tag = "jobs",
     params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
     responses(
-        (status = 200, description = "The job", body = Job),
+        (status = 200, description = "The job", body = Job, headers(("etag" = String, description = "The representation's tag, for `If-Match`"))),
         (status = 400, description = "`JOB_ID_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
@@ -483,9 +484,9 @@ async fn get_job(
     _: Authorized<need::ReadJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
-) -> Result<axum::Json<Job>, ApiError> {
+) -> Result<Tagged<Job>, ApiError> {
     let record = state.services.job(&path_job_id(&job)?).await?;
-    Ok(axum::Json(view(&state, &record)))
+    Ok(Tagged(view(&state, &record)))
 }
 
 /// Report a status change: moves the job, then runs the actions the status
@@ -768,10 +769,11 @@ pub struct JobUpdate {
     patch,
     path = "/v1/jobs/{job}",
     tag = "jobs",
-    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
+    params(("If-Match" = Option<String>, Header, description = "Change only the version with this `ETag` (412 otherwise)"), ("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
     request_body = JobUpdate,
     responses(
-        (status = 200, description = "The job, updated", body = Job),
+        (status = 200, description = "The job, updated", body = Job, headers(("etag" = String, description = "The representation's tag, for `If-Match`"))),
+        (status = 412, description = "`PRECONDITION_FAILED`: `If-Match` names a version that is no longer current", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
@@ -786,12 +788,17 @@ async fn update_job(
     _: Authorized<need::UpdateJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
+    if_match: IfMatch,
     ApiJson(update): ApiJson<JobUpdate>,
-) -> Result<axum::Json<Job>, ApiError> {
+) -> Result<Tagged<Job>, ApiError> {
     let id = path_job_id(&job)?;
+    if if_match.is_given() {
+        let current = state.services.job(&id).await?;
+        if_match.check("the job", &view(&state, &current))?;
+    }
     let engine_job_id = update.engine_job_id.as_deref();
     let record = state.services.set_engine_job_id(&id, engine_job_id).await?;
-    Ok(axum::Json(view(&state, &record)))
+    Ok(Tagged(view(&state, &record)))
 }
 
 /// Settle a stuck or failed action: `retry` runs it again now (a failed one

@@ -8,6 +8,7 @@ pub mod catalog_types;
 pub mod catalogs;
 pub mod engines;
 pub mod error;
+pub mod etag;
 pub mod extract;
 pub mod health;
 pub mod jobs;

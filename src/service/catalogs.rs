@@ -113,7 +113,17 @@ impl Services {
         name: &CatalogName,
         alteration: CatalogAlteration,
     ) -> Result<CatalogRecord, ServiceError> {
-        let current = self.catalog(name).await?;
+        self.alter_catalog_as_read(self.catalog(name).await?, alteration)
+            .await
+    }
+
+    /// ALTER CATALOG of the version `current` a client read: refused with
+    /// [`ServiceError::CatalogModified`] if the catalog changed since.
+    pub async fn alter_catalog_as_read(
+        &self,
+        current: CatalogRecord,
+        alteration: CatalogAlteration,
+    ) -> Result<CatalogRecord, ServiceError> {
         let next = alteration.apply(&current.descriptor)?;
         self.catalogs.registry().check_relocation(
             &current.descriptor.options,

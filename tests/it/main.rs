@@ -21,6 +21,7 @@ mod limits;
 mod openapi;
 mod outage;
 mod parsers;
+mod preconditions;
 mod queries;
 mod replicas;
 mod restart;
