@@ -96,6 +96,11 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_IDLE_TIMEOUT_SECS", default_value_t = 60)]
     pub idle_timeout_secs: u64,
 
+    /// How long the answer to a POST sent with an `Idempotency-Key` is kept
+    /// and replayed to a retry with the same key, in seconds.
+    #[arg(long, env = "CTASD_IDEMPOTENCY_KEY_LIFETIME_SECS", default_value_t = 24 * 60 * 60)]
+    pub idempotency_key_lifetime_secs: u64,
+
     /// Bearer tokens, one per line: `<name>:<role>:<sha256 hex of the token>`
     /// (create them with `ctasd token`).
     #[arg(long, env = "CTASD_TOKENS_FILE")]
@@ -127,6 +132,7 @@ impl ServeSettings {
             max_connections: 512,
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
+            idempotency_key_lifetime_secs: 24 * 60 * 60,
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,

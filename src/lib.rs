@@ -18,6 +18,8 @@ pub mod engine;
 pub mod fault;
 /// Carries out the ledger's actions on the catalogs, and resumes them after a crash.
 pub mod hooks;
+/// Prometheus metrics: counters where things happen, store gauges when scraped.
+pub mod metrics;
 /// Start-up and shutdown: wires the store, the catalogs and the router together.
 pub mod server;
 /// The application: one use case per function, between the API and the rest.

@@ -11,7 +11,9 @@ pub fn init(settings: &LogSettings) {
     let filter = EnvFilter::try_new(&settings.log).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never in files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // `try_init`: a second call (tests start many servers) keeps the first subscriber.
     let _ = match settings.log_format {
         LogFormat::Text => builder.try_init(),

@@ -150,6 +150,15 @@ enum Caller {
     },
 }
 
+/// Whose request this is, for what is kept per caller (idempotency keys):
+/// the token's name, or empty when there are no tokens (or no valid one).
+pub fn caller_name(extensions: &axum::http::Extensions) -> String {
+    match extensions.get::<Caller>() {
+        Some(Caller::Token { name, .. }) => name.clone(),
+        _ => String::new(),
+    }
+}
+
 /// The handler runs only for a caller whose role grants `P`: 401 without a
 /// valid token, 403 when the role lacks the permission. A handler whose
 /// need depends on the request asks [`Authorized::require`] for more.

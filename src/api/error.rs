@@ -79,6 +79,9 @@ pub enum ProblemCode {
     ActionNotFound,
     ActionNotSettleable,
     PreconditionFailed,
+    IdempotencyKeyInvalid,
+    IdempotencyKeyReused,
+    IdempotencyKeyInUse,
     EngineJobIdTaken,
     EngineNotFound,
     EngineExists,
@@ -95,14 +98,21 @@ impl ProblemCode {
     pub fn status(self) -> StatusCode {
         use ProblemCode::*;
         match self {
-            BodyMalformed | QueryInvalid | PathInvalid | PageTokenInvalid | JobIdInvalid
-            | StatementSyntax => StatusCode::BAD_REQUEST,
+            BodyMalformed
+            | QueryInvalid
+            | PathInvalid
+            | PageTokenInvalid
+            | JobIdInvalid
+            | StatementSyntax
+            | IdempotencyKeyInvalid => StatusCode::BAD_REQUEST,
             Unauthenticated => StatusCode::UNAUTHORIZED,
             Forbidden | HostNotAllowed => StatusCode::FORBIDDEN,
             RouteNotFound | CatalogNotFound | DatabaseNotFound | TableNotFound | JobNotFound
             | ActionNotFound | EngineNotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            IdempotencyKeyInUse => StatusCode::CONFLICT,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
             | TableNotOwned | StagingMissing | JobExists | TransitionIllegal
@@ -192,6 +202,9 @@ impl ProblemCode {
             ActionNotFound => "Action not found",
             ActionNotSettleable => "Action cannot be settled so",
             PreconditionFailed => "Precondition failed",
+            IdempotencyKeyInvalid => "Invalid idempotency key",
+            IdempotencyKeyReused => "Idempotency key used for another request",
+            IdempotencyKeyInUse => "Idempotency key in use",
             EngineJobIdTaken => "Engine job id taken",
             EngineNotFound => "Engine not found",
             EngineExists => "Engine already exists",

@@ -11,7 +11,9 @@ pub mod error;
 pub mod etag;
 pub mod extract;
 pub mod health;
+pub mod idempotency;
 pub mod jobs;
+pub mod observe;
 pub mod openapi;
 pub mod page;
 pub mod statements;
@@ -26,7 +28,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
@@ -69,6 +71,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(statements::router())
         .merge(jobs::router())
         .merge(health::router())
+        .merge(observe::router())
 }
 
 /// The OpenAPI document, finished: as `/openapi.json` serves it.
@@ -97,6 +100,8 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     let timeout = settings.request_timeout();
     let max_header_bytes = settings.max_header_bytes;
     let loopback_only = tokens.is_empty() && settings.listen.ip().is_loopback();
+    let state_services = state.services.clone();
+    let observed = state.services.clone();
     let router = router
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -106,18 +111,27 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     } else {
         router
     };
+    let idempotency = idempotency::Idempotency {
+        services: state_services,
+        lifetime: Duration::from_secs(settings.idempotency_key_lifetime_secs),
+        abandoned_after: timeout * 2,
+        max_body_bytes: settings.max_body_bytes,
+    };
     router
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(middleware::from_fn_with_state(idempotency, idempotency::idempotent))
         .layer(middleware::from_fn_with_state(tokens, auth::authenticate))
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
         .layer(middleware::from_fn(move |request, next| header_limit(max_header_bytes, request, next)))
         .layer(CatchPanicLayer::custom(panic_answer))
+        .layer(middleware::from_fn_with_state(observed, observe::observe))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
             let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
             // The path only: query strings are not logged.
             tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
         })
-        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)))
+        // `observe` logs the answer, with its latency as a number.
+        .on_response(()))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
 }

@@ -4,7 +4,8 @@
 //! `default` problem answer so a typed client keeps a 5xx's `error_id`,
 //! and the answers every operation shares as `components/responses`).
 
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::Required;
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, PathItem, Ref, RefOr, Response, ResponseBuilder};
@@ -89,11 +90,42 @@ pub fn finish(api: &mut OpenApi) {
             .insert((*name).to_owned(), RefOr::T(problem_answer(description)));
     }
     for item in api.paths.paths.values_mut() {
+        if let Some(post) = &mut item.post {
+            accept_idempotency_key(post);
+        }
         for operation in operations(item) {
             require_bearer(operation);
             share_responses(operation);
         }
     }
+}
+
+/// Every POST takes an `Idempotency-Key` (see [`super::idempotency`]).
+fn accept_idempotency_key(operation: &mut Operation) {
+    let key = ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Makes a retry safe: the first final answer to this request (2xx, or a 4xx \
+             other than 401, 403, 408 and 429) is kept for the key's lifetime (24 hours \
+             unless configured otherwise) and replayed, with `Idempotent-Replayed: true`, \
+             to a request with the same key; the key on a different request is 422 \
+             `IDEMPOTENCY_KEY_REUSED`, and while the first runs, 409 \
+             `IDEMPOTENCY_KEY_IN_USE`. 1 to 255 visible ASCII characters, e.g. a UUID.",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(255))
+                .pattern(Some("^[!-~]+$")),
+        ))
+        .build();
+    operation
+        .parameters
+        .get_or_insert_with(Vec::new)
+        .push(RefOr::T(key));
 }
 
 /// Bearer security on every operation that declares none of its own;

@@ -118,6 +118,15 @@ impl HookRunner {
             });
         }
         let (hook, kind) = (action.hook_index, action.action.as_str());
+        let counted = match result {
+            ActionResult::Done { outcome } => outcome.as_str(),
+            ActionResult::Retry { .. } => "retry",
+            ActionResult::Failed { .. } => "failed",
+        };
+        self.metrics
+            .actions
+            .with_label_values(&[kind, counted])
+            .inc();
         match result {
             ActionResult::Done { outcome } => {
                 tracing::info!(job = %job.id, hook, action = kind, outcome = outcome.as_str(), "hook action done")

@@ -10,6 +10,7 @@
 
 mod execute;
 
+use crate::metrics::Metrics;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,11 +47,16 @@ struct Recorded {
 pub struct HookRunner {
     store: Arc<dyn Store>,
     catalogs: Arc<LiveCatalogs>,
+    metrics: Arc<Metrics>,
 }
 
 impl HookRunner {
-    pub fn new(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>) -> Self {
-        Self { store, catalogs }
+    pub fn new(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            store,
+            catalogs,
+            metrics,
+        }
     }
 
     /// After a status report: runs the actions it claimed and whatever else

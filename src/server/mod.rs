@@ -135,11 +135,21 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let catalogs = Arc::new(LiveCatalogs::new(crate::catalog::builtin::registry(
         protected,
     )));
-    let hooks = Arc::new(HookRunner::new(store.clone(), catalogs.clone()));
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let hooks = Arc::new(HookRunner::new(
+        store.clone(),
+        catalogs.clone(),
+        metrics.clone(),
+    ));
     if let Some(kill_at) = settings.fault_kill_at {
         crate::fault::arm(kill_at);
     }
-    let services = Arc::new(Services::new(store.clone(), catalogs, hooks.clone()));
+    let services = Arc::new(Services::new(
+        store.clone(),
+        catalogs,
+        hooks.clone(),
+        metrics,
+    ));
     let app = api::router(
         AppState {
             services: services.clone(),

@@ -6,6 +6,7 @@
 
 mod catalogs;
 mod engines;
+mod idempotency;
 mod jobs;
 mod report;
 mod statements;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 pub use crate::catalog::builtin::type_names as catalog_type_names;
 pub use catalogs::{CatalogType, Registration};
 pub use engines::{EngineAlteration, EngineRegistration, EngineRequest, EngineWithJobs};
+pub use idempotency::{KeyClaim, StoredAnswer};
 pub use jobs::JobEvents;
 pub use statements::StatementResult;
 pub use submit::{HookRequest, JobRequest, Submission};
@@ -31,6 +33,7 @@ use crate::domain::ledger::DecisionError;
 use crate::domain::options::{OptionsError, ValidationError};
 use crate::domain::{NameError, WriteLocation};
 use crate::hooks::HookRunner;
+use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 
 /// What every use case can reach.
@@ -40,16 +43,56 @@ pub struct Services {
     hooks: Arc<HookRunner>,
     /// The HTTP client every engine is reached with.
     engines_http: Arc<reqwest::Client>,
+    metrics: Arc<Metrics>,
 }
 
 impl Services {
-    pub fn new(store: Arc<dyn Store>, catalogs: Arc<LiveCatalogs>, hooks: Arc<HookRunner>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalogs: Arc<LiveCatalogs>,
+        hooks: Arc<HookRunner>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             store,
             catalogs,
             hooks,
             engines_http: crate::engine::flink::http_client(),
+            metrics,
         }
+    }
+
+    /// The counters the API moves for every request.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The metrics in Prometheus' text format, the store's gauges read now.
+    pub async fn metrics_text(&self) -> Result<String, ServiceError> {
+        let figures = self.store.figures().await?;
+        let metrics = &self.metrics;
+        let set = |gauge: &prometheus::IntGaugeVec, label: &str, value: i64| {
+            gauge.with_label_values(&[label]).set(value)
+        };
+        set(
+            &metrics.actions_in_state,
+            "pending",
+            figures.pending_actions,
+        );
+        set(&metrics.actions_in_state, "failed", figures.failed_actions);
+        let connections = figures.connections;
+        for (state, value) in [
+            ("in_use", connections.in_use),
+            ("idle", connections.idle),
+            ("max", connections.max),
+        ] {
+            set(
+                &metrics.store_connections,
+                state,
+                i64::try_from(value).unwrap_or(i64::MAX),
+            );
+        }
+        Ok(metrics.render())
     }
 
     /// The store is reachable, migrated and whole.

@@ -15,6 +15,12 @@ impl Services {
         report: &StatusReport,
     ) -> Result<JobRecord, ServiceError> {
         let moved = self.store.transition_job(job, report, Some(LEASE)).await?;
+        for (_, to) in moved.transition.steps() {
+            self.metrics
+                .transitions
+                .with_label_values(&[to.as_str()])
+                .inc();
+        }
         tracing::info!(job = %job, status = report.status.as_str(), transition = ?moved.transition, "status reported");
         fault::reached(Point::StatusStored);
         Ok(self.hooks.settle_job(job, moved.claimed).await?)

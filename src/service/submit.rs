@@ -160,6 +160,11 @@ impl Services {
         };
         match self.store.insert_job(&job).await {
             Ok(record) => {
+                let initializing = record.status.as_str();
+                self.metrics
+                    .transitions
+                    .with_label_values(&[initializing])
+                    .inc();
                 tracing::info!(job = %record.id, mode = record.mode.as_str(), hooks = record.hooks.len(), engine = ?record.engine.as_ref().map(EngineName::as_str), "job submitted");
                 if record.engine.is_none() {
                     return Ok(Submission::Created(record));

@@ -11,6 +11,7 @@
 
 mod catalogs;
 mod engines;
+mod idempotency;
 mod jobs;
 mod ledger;
 pub mod postgres;
@@ -19,7 +20,8 @@ pub mod secrets;
 mod sql;
 pub mod sqlite;
 
-pub use sql::SqlStore;
+pub use idempotency::{KeyClaim, KeyUse, StoredAnswer};
+pub use sql::{PoolUse, SqlStore};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -306,9 +308,33 @@ pub trait Ledger: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
+/// The first answers to POSTs sent with an `Idempotency-Key`.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims `key` for this request, or says why not (running, used for
+    /// another request, or answered already: the answer to replay). Keys
+    /// created before `expired_before_ms`, and unanswered claims made
+    /// before `abandoned_before_ms`, are forgotten first.
+    async fn claim_idempotency_key(
+        &self,
+        key: &KeyUse<'_>,
+        expired_before_ms: i64,
+        abandoned_before_ms: i64,
+    ) -> Result<KeyClaim, StoreError>;
+
+    /// Keeps the answer to replay, or (`None`) lets the key go so that a
+    /// retry runs again (the answer was not final).
+    async fn finish_idempotency_key(
+        &self,
+        caller: &str,
+        key: &str,
+        answer: Option<&StoredAnswer>,
+    ) -> Result<(), StoreError>;
+}
+
 /// Everything ctasd keeps: catalogs, jobs and the ledger, in one database.
 #[async_trait]
-pub trait Store: CatalogStore + EngineStore + JobStore + Ledger {
+pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencyStore {
     /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
     fn describe(&self) -> String;
 
@@ -321,6 +347,17 @@ pub trait Store: CatalogStore + EngineStore + JobStore + Ledger {
 
     /// Reachable, fully migrated, and every table of the schema there.
     async fn check_ready(&self) -> Result<(), StoreError>;
+
+    /// What an operator graphs: pending and failed actions, pool use.
+    async fn figures(&self) -> Result<StoreFigures, StoreError>;
+}
+
+/// The store as metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreFigures {
+    pub pending_actions: i64,
+    pub failed_actions: i64,
+    pub connections: sql::PoolUse,
 }
 
 #[async_trait]
@@ -349,6 +386,29 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
             tables.map(|names| names.into_iter().map(|(n,)| n).collect()),
             self.backend.migrations(),
         )
+    }
+
+    async fn figures(&self) -> Result<StoreFigures, StoreError> {
+        use sql::Sql;
+        let counts: Vec<(String, i64)> = self
+            .pool()
+            .rows(sql::Query::new(
+                "SELECT state, count(*) FROM actions WHERE state IN ('pending', 'failed') \
+                 GROUP BY state",
+            ))
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let count = |state: &str| {
+            counts
+                .iter()
+                .find(|(s, _)| s == state)
+                .map_or(0, |(_, n)| *n)
+        };
+        Ok(StoreFigures {
+            pending_actions: count("pending"),
+            failed_actions: count("failed"),
+            connections: self.backend.pool_use(),
+        })
     }
 }
 

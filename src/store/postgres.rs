@@ -98,6 +98,10 @@ impl Backend for PostgresBackend {
         MIGRATOR.iter().count()
     }
 
+    fn pool_use(&self) -> super::sql::PoolUse {
+        super::sql::PoolUse::of(&self.pool)
+    }
+
     fn table_names(&self) -> &'static str {
         "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()"
     }

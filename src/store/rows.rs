@@ -113,6 +113,7 @@ pub(crate) const STORE_TABLES: &[&str] = &[
     "ctasd_store",
     "engines",
     "hooks",
+    "idempotency_keys",
     "job_interventions",
     "job_transitions",
     "job_watches",

@@ -178,6 +178,28 @@ pub trait Backend: Send + Sync + 'static {
 
     /// A query naming the tables of the store's schema.
     fn table_names(&self) -> &'static str;
+
+    /// How the pool's connections are used right now.
+    fn pool_use(&self) -> PoolUse;
+}
+
+/// A pool's connections: open (in use or idle) and the most it may open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUse {
+    pub in_use: u64,
+    pub idle: u64,
+    pub max: u64,
+}
+
+impl PoolUse {
+    pub fn of<DB: sqlx::Database>(pool: &sqlx::Pool<DB>) -> Self {
+        let idle = pool.num_idle() as u64;
+        Self {
+            in_use: u64::from(pool.size()).saturating_sub(idle),
+            idle,
+            max: u64::from(pool.options().get_max_connections()),
+        }
+    }
 }
 
 /// A store over one backend; the recipes are its trait implementations.

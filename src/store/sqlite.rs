@@ -136,6 +136,10 @@ impl Backend for SqliteBackend {
         MIGRATOR.iter().count()
     }
 
+    fn pool_use(&self) -> super::sql::PoolUse {
+        super::sql::PoolUse::of(&self.pool)
+    }
+
     fn table_names(&self) -> &'static str {
         "SELECT name FROM sqlite_master WHERE type = 'table'"
     }

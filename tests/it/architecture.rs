@@ -11,15 +11,18 @@ use std::path::{Path, PathBuf};
 const MAY_USE: &[(&str, &[&str])] = &[
     ("domain", &[]),
     ("fault", &[]),
+    ("metrics", &[]),
     ("config", &["fault"]),
     ("telemetry", &["config"]),
     ("store", &["domain"]),
     ("catalog", &["domain", "fault"]),
     ("engine", &["domain"]),
-    ("hooks", &["domain", "store", "catalog", "fault"]),
+    ("hooks", &["domain", "store", "catalog", "fault", "metrics"]),
     (
         "service",
-        &["domain", "store", "catalog", "engine", "hooks", "fault"],
+        &[
+            "domain", "store", "catalog", "engine", "hooks", "fault", "metrics",
+        ],
     ),
     ("watcher", &["domain", "service"]),
     ("api", &["domain", "service", "config"]),

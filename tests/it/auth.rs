@@ -13,7 +13,8 @@ const ROLES: [Role; 4] = [Role::Reader, Role::Engine, Role::Operator, Role::Admi
 fn allowed(method: &str, path: &str) -> Vec<Role> {
     use Role::*;
     let read = method == "GET";
-    if path == "/healthz" || path == "/readyz" || path == "/v1/version" {
+    if path == "/healthz" || path == "/readyz" || path == "/v1/version" || path == "/metrics" {
+        // Open, or (metrics) any valid token: a scraper needs no role.
         ROLES.to_vec()
     } else if path == "/v1/statements" {
         // Who may read catalogs may send a statement; one that changes
@@ -95,6 +96,7 @@ async fn every_route_admits_exactly_the_roles_that_may_use_it() {
             let may = allowed(&method, &path);
             let open = may.len() == ROLES.len()
                 && (path == "/healthz" || path == "/readyz" || path == "/v1/version");
+            let open = open && path != "/metrics";
 
             let anonymous = call(&app, &method, &path, None).await;
             let forged = call(&app, &method, &path, Some("ctasd_not-a-real-token")).await;

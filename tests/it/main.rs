@@ -16,6 +16,7 @@ mod errors;
 mod flink;
 mod helpers;
 mod hostile;
+mod idempotency;
 mod jobs;
 mod limits;
 mod openapi;

@@ -229,3 +229,78 @@ async fn the_server_serves_its_document_interactive_docs_from_its_own_assets_and
     assert_eq!(version.body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(version.body["name"], "ctasd");
 }
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text_and_move_when_jobs_move() {
+    use ctasd::domain::job::JobStatus::{Created, Finished, Running};
+
+    let app = crate::helpers::TestApp::spawn().await;
+    app.register("mem", serde_json::json!({"type": "generic_in_memory"}))
+        .await;
+    let before = samples(&app.get("/metrics").await.text);
+    let job = app
+        .submit(&serde_json::json!({
+            "name": "measured", "mode": "batch",
+            "hooks": [{"kind": "create_table_as", "target": {"catalog": "mem", "table": "t"},
+                       "table": {"columns": [{"name": "id", "type": "BIGINT"}]}}]
+        }))
+        .await;
+    app.report_all(&job.id, &[Created, Running, Finished]).await;
+
+    let scraped = app.get("/metrics").await;
+    assert_eq!(scraped.status, 200);
+    assert!(
+        scraped
+            .content_type
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let after = samples(&scraped.text);
+    let moved = |name: &str| {
+        after.get(name).copied().unwrap_or(0.0) - before.get(name).copied().unwrap_or(0.0)
+    };
+    assert_eq!(
+        moved("ctasd_job_transitions_total{status=\"FINISHED\"}"),
+        1.0
+    );
+    assert_eq!(
+        moved("ctasd_job_transitions_total{status=\"INITIALIZING\"}"),
+        1.0
+    );
+    assert_eq!(
+        moved("ctasd_actions_total{action=\"commit\",result=\"committed\"}"),
+        1.0
+    );
+    assert_eq!(
+        moved("ctasd_actions_total{action=\"begin\",result=\"staged\"}"),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "ctasd_http_requests_total{method=\"PUT\",route=\"/v1/jobs/{job}/status\",status=\"200\"}"
+        ),
+        3.0
+    );
+    assert!(
+        moved("ctasd_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/jobs\"}")
+            >= 1.0
+    );
+    assert_eq!(after["ctasd_actions{state=\"pending\"}"], 0.0);
+    assert!(after["ctasd_store_connections{state=\"max\"}"] >= 1.0);
+}
+
+/// Every sample of a Prometheus text page by its name and labels; a line
+/// that is neither a comment nor `name{labels} value` fails the test.
+fn samples(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not a sample: {line}"));
+            let value: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("not a number: {line}"));
+            (series.to_owned(), value)
+        })
+        .collect()
+}

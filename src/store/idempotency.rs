@@ -1,0 +1,141 @@
+//! Idempotency keys: the first answer to a POST, kept so that a retry of
+//! the same request gets it again instead of doing the work twice. Written
+//! once for both backends; expired keys are purged as new ones come.
+
+use async_trait::async_trait;
+
+use super::sql::{Backend, Query, Sql, SqlStore};
+use super::{IdempotencyStore, StoreError};
+
+/// An answer kept for replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub location: Option<String>,
+    pub body: String,
+}
+
+/// What a request with a key found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyClaim {
+    /// The key is new (or expired): this request runs, and its answer is kept.
+    Claimed,
+    /// A request with this key runs right now.
+    Running,
+    /// The key was used for a different request.
+    Mismatch,
+    /// The key's first answer.
+    Replay(StoredAnswer),
+}
+
+/// Who used a key, with what, when (unix milliseconds).
+pub struct KeyUse<'a> {
+    pub caller: &'a str,
+    pub key: &'a str,
+    pub request: &'a str,
+    pub now_ms: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    request: String,
+    status: Option<i64>,
+    content_type: Option<String>,
+    location: Option<String>,
+    body: Option<String>,
+}
+
+#[async_trait]
+impl<B: Backend> IdempotencyStore for SqlStore<B> {
+    async fn claim_idempotency_key(
+        &self,
+        key: &KeyUse<'_>,
+        expired_before_ms: i64,
+        abandoned_before_ms: i64,
+    ) -> Result<KeyClaim, StoreError> {
+        let mut pool = self.pool();
+        // Expired keys go; so does a claim whose request never finished
+        // (its process died): nobody is waiting for that answer any more.
+        pool.execute(
+            Query::new(
+                "DELETE FROM idempotency_keys WHERE created_at < $1 \
+                 OR (status IS NULL AND created_at < $2)",
+            )
+            .int(expired_before_ms)
+            .int(abandoned_before_ms),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        let inserted = pool
+            .execute(
+                Query::new(
+                    "INSERT INTO idempotency_keys (caller, key, request, created_at) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (caller, key) DO NOTHING",
+                )
+                .text(key.caller)
+                .text(key.key)
+                .text(key.request)
+                .int(key.now_ms),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        if inserted == 1 {
+            return Ok(KeyClaim::Claimed);
+        }
+        let row: Option<KeyRow> = pool
+            .row(
+                Query::new(
+                    "SELECT request, status, content_type, location, body FROM idempotency_keys \
+                     WHERE caller = $1 AND key = $2",
+                )
+                .text(key.caller)
+                .text(key.key),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(match row {
+            // Finished and purged in between: as good as running.
+            None => KeyClaim::Running,
+            Some(row) if row.request != key.request => KeyClaim::Mismatch,
+            Some(KeyRow { status: None, .. }) => KeyClaim::Running,
+            Some(row) => KeyClaim::Replay(StoredAnswer {
+                status: row
+                    .status
+                    .and_then(|s| u16::try_from(s).ok())
+                    .unwrap_or(500),
+                content_type: row.content_type,
+                location: row.location,
+                body: row.body.unwrap_or_default(),
+            }),
+        })
+    }
+
+    async fn finish_idempotency_key(
+        &self,
+        caller: &str,
+        key: &str,
+        answer: Option<&StoredAnswer>,
+    ) -> Result<(), StoreError> {
+        let query = match answer {
+            Some(answer) => Query::new(
+                "UPDATE idempotency_keys SET status = $3, content_type = $4, location = $5, \
+                 body = $6 WHERE caller = $1 AND key = $2",
+            )
+            .text(caller)
+            .text(key)
+            .int(i64::from(answer.status))
+            .opt_text(answer.content_type.as_deref())
+            .opt_text(answer.location.as_deref())
+            .text(&answer.body),
+            None => Query::new("DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2")
+                .text(caller)
+                .text(key),
+        };
+        self.pool()
+            .execute(query)
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,95 @@
+//! `Idempotency-Key` on POSTs: a retry gets the first answer and creates
+//! nothing twice, on both stores' path and across a restart.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{Reply, TestApp, TestPostgres};
+
+async fn post_with_key(app: &TestApp, path: &str, key: &str, body: &Value) -> Reply {
+    let request = app
+        .client
+        .post(app.url(path))
+        .header("idempotency-key", key)
+        .json(body);
+    Reply::from(request.send().await.unwrap()).await
+}
+
+fn job(name: &str) -> Value {
+    json!({
+        "name": name, "mode": "batch",
+        "hooks": [{"kind": "create_table_as", "target": {"catalog": "mem", "table": "t"},
+                   "table": {"columns": [{"name": "id", "type": "BIGINT"}]}}]
+    })
+}
+
+async fn job_count(app: &TestApp) -> usize {
+    app.get("/v1/jobs").await.body["jobs"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn a_repeated_post_with_the_same_key_creates_one_job_and_answers_the_same() {
+    one_job_per_key(TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn a_repeated_post_with_the_same_key_creates_one_job_on_postgresql_too() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    one_job_per_key(TestApp::spawn_with(Some(&store.url)).await).await;
+}
+
+async fn one_job_per_key(app: TestApp) {
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+
+    let first = post_with_key(&app, "/v1/jobs", "key-1", &job("once")).await;
+    let again = post_with_key(&app, "/v1/jobs", "key-1", &job("once")).await;
+
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert_eq!(again.status, 201);
+    assert_eq!(again.body, first.body, "the first answer, replayed");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert!(first.headers.get("idempotent-replayed").is_none());
+    assert_eq!(again.headers.get("location"), first.headers.get("location"));
+    assert_eq!(job_count(&app).await, 1, "one job");
+
+    // The same key on a different request is refused, and creates nothing.
+    let other = post_with_key(&app, "/v1/jobs", "key-1", &job("twice")).await;
+    other.assert_problem(422, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(job_count(&app).await, 1);
+
+    // Another key is another request; no key at all is as before.
+    post_with_key(&app, "/v1/jobs", "key-2", &job("twice")).await;
+    app.post("/v1/jobs", &job("thrice")).await;
+    assert_eq!(job_count(&app).await, 3);
+
+    post_with_key(&app, "/v1/jobs", "not a key", &job("x"))
+        .await
+        .assert_problem(400, "IDEMPOTENCY_KEY_INVALID");
+    assert_eq!(job_count(&app).await, 3);
+}
+
+#[tokio::test]
+async fn a_final_refusal_is_replayed_too_and_the_answers_outlive_a_restart() {
+    let app = TestApp::spawn().await;
+    let catalog = json!({"name": "mem", "options": {"type": "generic_in_memory"}});
+    let created = post_with_key(&app, "/v1/catalogs", "register-mem", &catalog).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+
+    // A retry after the first attempt succeeded: 201 again, not 409.
+    let app = app.restart().await;
+    let retried = post_with_key(&app, "/v1/catalogs", "register-mem", &catalog).await;
+    assert_eq!(retried.status, 201, "{}", retried.text);
+    assert_eq!(retried.headers["idempotent-replayed"], "true");
+
+    let bad = json!({"name": "bad", "options": {"type": "hive"}});
+    let refused = post_with_key(&app, "/v1/catalogs", "register-bad", &bad).await;
+    refused.assert_problem(422, "CATALOG_TYPE_UNKNOWN");
+    let refused_again = post_with_key(&app, "/v1/catalogs", "register-bad", &bad).await;
+    refused_again.assert_problem(422, "CATALOG_TYPE_UNKNOWN");
+    assert_eq!(refused_again.headers["idempotent-replayed"], "true");
+}
