@@ -101,6 +101,12 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_IDEMPOTENCY_KEY_LIFETIME_SECS", default_value_t = 24 * 60 * 60)]
     pub idempotency_key_lifetime_secs: u64,
 
+    /// Origins a browser app on another origin may call ctasd from (CORS),
+    /// separated by commas, e.g. `https://dash.example.com`; `*` for any.
+    /// None by default: browsers then allow only ctasd's own pages.
+    #[arg(long, env = "CTASD_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub cors_allowed_origins: Vec<String>,
+
     /// Bearer tokens, one per line: `<name>:<role>:<sha256 hex of the token>`
     /// (create them with `ctasd token`).
     #[arg(long, env = "CTASD_TOKENS_FILE")]
@@ -133,6 +139,7 @@ impl ServeSettings {
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             idempotency_key_lifetime_secs: 24 * 60 * 60,
+            cors_allowed_origins: Vec::new(),
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,

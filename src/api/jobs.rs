@@ -22,7 +22,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::openapi::StringMap;
 use super::{AppState, page};
 use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
-use crate::domain::hook::{HookKind, JobFilter, JobRecord};
+use crate::domain::hook::{HookKind, JobCursor, JobFilter, JobRecord};
 use crate::domain::job::{JobId, JobMode, JobStatus};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionState, Decision, HookAction, Settlement,
@@ -538,6 +538,10 @@ pub struct ListJobsParams {
     pub engine_job_id: Option<String>,
     /// Only jobs watched on this engine.
     pub engine: Option<String>,
+    /// Only jobs created at or after this time (RFC 3339).
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only jobs created before this time (RFC 3339).
+    pub created_before: Option<DateTime<Utc>>,
     /// Jobs per page, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub page_size: Option<u32>,
@@ -545,7 +549,7 @@ pub struct ListJobsParams {
     pub page_token: Option<String>,
 }
 
-/// One page of jobs, ordered by id.
+/// One page of jobs, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobPage {
     pub jobs: Vec<Job>,
@@ -574,7 +578,7 @@ async fn list_jobs(
 ) -> Result<Response, ApiError> {
     let size = page::page_size(params.page_size)?;
     let after = match params.page_token.as_deref() {
-        Some(token) => Some(page::decode_token("j", token, |id| JobId::parse(id).ok())?),
+        Some(token) => Some(page::decode_token("j", token, JobCursor::parse)?),
         None => None,
     };
     let filter = JobFilter {
@@ -582,6 +586,8 @@ async fn list_jobs(
         catalog: params.catalog,
         engine_job_id: params.engine_job_id,
         engine: params.engine,
+        created_after: params.created_after,
+        created_before: params.created_before,
     };
     let mut page = page::BoundedPage::new("j", size, after);
     while let Some((after, limit)) = page.wants() {
@@ -589,7 +595,7 @@ async fn list_jobs(
             .services
             .list_jobs(&filter, after.as_ref(), limit)
             .await?;
-        page.take(jobs, |job| job.id.clone(), |job| view(&state, job))?;
+        page.take(jobs, JobCursor::of, |job| view(&state, job))?;
     }
     page.into_response("jobs")
 }

@@ -23,10 +23,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderName, Method, Uri};
+use axum::http::{HeaderName, HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -117,7 +118,7 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         abandoned_after: timeout * 2,
         max_body_bytes: settings.max_body_bytes,
     };
-    router
+    let app = router
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(middleware::from_fn_with_state(idempotency, idempotency::idempotent))
         .layer(middleware::from_fn_with_state(tokens, auth::authenticate))
@@ -133,7 +134,49 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         // `observe` logs the answer, with its latency as a number.
         .on_response(()))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
+    match settings.cors_allowed_origins.as_slice() {
+        [] => app,
+        origins => app.layer(cors(origins)),
+    }
+}
+
+/// CORS for the configured origins (none: no CORS headers at all). A
+/// preflight is answered here, before authentication, as browsers send it
+/// without credentials.
+fn cors(origins: &[String]) -> CorsLayer {
+    let allowed = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o.trim()).ok()),
+        )
+    };
+    let header = HeaderName::from_static;
+    CorsLayer::new()
+        .allow_origin(allowed)
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ])
+        .allow_headers([
+            header("authorization"),
+            header("content-type"),
+            header("if-match"),
+            idempotency::IDEMPOTENCY_KEY,
+        ])
+        .expose_headers([
+            header("etag"),
+            header("location"),
+            idempotency::REPLAYED,
+            REQUEST_ID,
+        ])
+        .max_age(Duration::from_secs(600))
 }
 
 /// Needs a token, so that a 404 reveals nothing to a stranger.

@@ -208,4 +208,43 @@ pub struct JobFilter {
     pub engine_job_id: Option<String>,
     /// Jobs watched on this engine.
     pub engine: Option<String>,
+    /// Jobs created at or after this time.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Jobs created before this time.
+    pub created_before: Option<DateTime<Utc>>,
+}
+
+/// Where a page of jobs, newest first, stopped: the last job's creation
+/// time and id (the id orders jobs created in the same instant).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCursor {
+    pub created_at: DateTime<Utc>,
+    pub id: JobId,
+}
+
+impl JobCursor {
+    pub fn of(job: &JobRecord) -> Self {
+        Self {
+            created_at: job.created_at,
+            id: job.id.clone(),
+        }
+    }
+
+    /// `<RFC 3339 time>~<job id>`, as [`fmt::Display`] writes it.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (at, id) = text.split_once('~')?;
+        Some(Self {
+            created_at: DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc),
+            id: JobId::parse(id).ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for JobCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = self
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+        write!(f, "{at}~{}", self.id)
+    }
 }

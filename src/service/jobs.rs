@@ -4,7 +4,7 @@
 use super::submit::{check_engine_job_id, check_watched_engine_job_id};
 use super::{ServiceError, Services, WriteLocations};
 use crate::domain::Staging;
-use crate::domain::hook::{JobFilter, JobRecord, StatusChange};
+use crate::domain::hook::{JobCursor, JobFilter, JobRecord, StatusChange};
 use crate::domain::job::{JobId, JobMode};
 use crate::domain::ledger::{Decision, Intervention};
 
@@ -26,7 +26,7 @@ impl Services {
     pub async fn list_jobs(
         &self,
         filter: &JobFilter,
-        after: Option<&JobId>,
+        after: Option<&JobCursor>,
         limit: u32,
     ) -> Result<Vec<JobRecord>, ServiceError> {
         Ok(self.store.list_jobs(filter, after, limit).await?)

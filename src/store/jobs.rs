@@ -12,7 +12,7 @@ use super::rows::{
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{JobStore, Keyring, StoreError};
 use crate::domain::EngineName;
-use crate::domain::hook::{JobFilter, JobRecord, NewJob, StatusChange};
+use crate::domain::hook::{JobCursor, JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobStatus};
 use crate::domain::ledger::{Intervention, Preparation, preparation};
 
@@ -208,32 +208,40 @@ impl<B: Backend> JobStore for SqlStore<B> {
     async fn list_jobs(
         &self,
         filter: &JobFilter,
-        after: Option<&JobId>,
+        after: Option<&JobCursor>,
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError> {
         let mut pool = self.pool();
         let ids: Vec<(String,)> = pool
             .rows(
                 Query::new(
-                    "SELECT j.id FROM jobs j WHERE j.id > $1 \
+                    "SELECT j.id FROM jobs j \
+                     WHERE ($7 IS NULL OR j.created_at < $7 OR (j.created_at = $7 AND j.id < $1)) \
                        AND (CAST($2 AS TEXT) IS NULL OR j.status = $2) \
                        AND (CAST($3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $3)) \
                        AND (CAST($4 AS TEXT) IS NULL OR j.engine_job_id = $4) \
                        AND (CAST($6 AS TEXT) IS NULL OR j.engine = $6) \
-                     ORDER BY j.id LIMIT $5",
+                       AND ($8 IS NULL OR j.created_at >= $8) \
+                       AND ($9 IS NULL OR j.created_at < $9) \
+                     ORDER BY j.created_at DESC, j.id DESC LIMIT $5",
                 )
-                .text(after.map(JobId::as_str).unwrap_or(""))
+                .text(after.map(|a| a.id.as_str()).unwrap_or(""))
                 .opt_text(filter.status.map(JobStatus::as_str))
                 .opt_text(filter.catalog.as_deref())
                 .opt_text(filter.engine_job_id.as_deref())
                 .int(i64::from(limit))
-                .opt_text(filter.engine.as_deref()),
+                .opt_text(filter.engine.as_deref())
+                .opt_time(after.map(|a| a.created_at))
+                .opt_time(filter.created_after)
+                .opt_time(filter.created_before),
             )
             .await
             .map_err(StoreError::from_sqlx)?;
         // A job deleted meanwhile is simply not listed.
         let ids: Vec<&str> = ids.iter().map(|(id,)| id.as_str()).collect();
-        read_jobs(&mut pool, &self.keyring, &ids).await
+        let mut jobs = read_jobs(&mut pool, &self.keyring, &ids).await?;
+        jobs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        Ok(jobs)
     }
 
     async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError> {

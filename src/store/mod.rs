@@ -31,7 +31,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::engine::{EngineDescriptor, EngineObservation, EngineRecord};
-use crate::domain::hook::{JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
+use crate::domain::hook::{JobCursor, JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
@@ -213,11 +213,12 @@ pub trait JobStore: Send + Sync {
     /// The job with its hooks and its whole action ledger, oldest first.
     async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError>;
 
-    /// Jobs ordered by id, strictly after `after`, that match `filter`.
+    /// Jobs newest first (by creation time, then id), strictly after
+    /// `after`, that match `filter`.
     async fn list_jobs(
         &self,
         filter: &JobFilter,
-        after: Option<&JobId>,
+        after: Option<&JobCursor>,
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError>;
 

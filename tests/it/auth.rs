@@ -184,3 +184,56 @@ async fn a_reader_may_show_catalogs_by_statement_but_not_create_one() {
     let listed = Reply::from(statement("SHOW CATALOGS").await.unwrap()).await;
     assert_eq!(listed.body["rows"], json!([]), "nothing was created");
 }
+
+#[tokio::test]
+async fn a_dashboard_on_a_configured_origin_may_call_ctasd_and_others_may_not() {
+    let (token, line) = generate("dash", Role::Reader);
+    let app = TestApp::spawn_with_settings(|s| {
+        s.tokens = Some(SecretString::from(line));
+        s.cors_allowed_origins = vec!["https://dash.example".into()];
+    })
+    .await;
+    let preflight = |origin: &'static str| {
+        app.client
+            .request(reqwest::Method::OPTIONS, app.url("/v1/jobs"))
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .header("access-control-request-headers", "authorization")
+            .send()
+    };
+
+    let allowed = preflight("https://dash.example").await.unwrap();
+    let other = preflight("https://evil.example").await.unwrap();
+    let read = app
+        .client
+        .get(app.url("/v1/jobs"))
+        .header("origin", "https://dash.example")
+        .bearer_auth(token.expose_secret())
+        .send()
+        .await
+        .unwrap();
+
+    assert!(allowed.status().is_success());
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "https://dash.example"
+    );
+    assert!(
+        allowed.headers()["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .contains("authorization")
+    );
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    assert_eq!(read.status(), 200);
+    assert_eq!(
+        read.headers()["access-control-allow-origin"],
+        "https://dash.example"
+    );
+    assert!(
+        read.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("etag")
+    );
+}

@@ -227,7 +227,12 @@ async fn a_batch_job_publishes_exactly_its_rows(
         "the staging was published, not left behind"
     );
     assert!(warehouse.join("db/orders").is_dir());
-    assert_eq!(done["watch"]["engine_status"], "FINISHED");
+    // The watcher notes what it saw just after it applied it.
+    let path = format!("/v1/jobs/{}", job["id"].as_str().unwrap());
+    wait_for(app, &path, Duration::from_secs(30), |j| {
+        j["watch"]["engine_status"] == "FINISHED"
+    })
+    .await;
     let passed = statuses(app, &job).await;
     for status in ["CREATED", "RUNNING", "FINISHED"] {
         assert!(

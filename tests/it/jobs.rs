@@ -605,8 +605,8 @@ async fn jobs_are_listed_in_pages_and_filtered_by_status_and_catalog() {
     let created = app.get("/v1/jobs?status=CREATED").await;
     let on_d = app.get("/v1/jobs?catalog=d").await;
 
-    ids.sort();
-    assert_eq!(listed, ids, "every job once, ordered by id");
+    ids.reverse();
+    assert_eq!(listed, ids, "every job once, newest first");
     assert_eq!(created.body["jobs"].as_array().unwrap().len(), 1);
     assert_eq!(created.body["jobs"][0]["status"], "CREATED");
     assert_eq!(on_d.body["jobs"].as_array().unwrap().len(), 1);
@@ -617,6 +617,60 @@ async fn jobs_are_listed_in_pages_and_filtered_by_status_and_catalog() {
     app.get("/v1/jobs?page_token=YzE6Yw")
         .await
         .assert_problem(400, "PAGE_TOKEN_INVALID");
+}
+
+#[tokio::test]
+async fn jobs_are_listed_newest_first_within_a_creation_time_window() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let mut jobs = Vec::new();
+    for table in ["a", "b", "e", "f", "g"] {
+        let body = json!({"name": table, "mode": "batch",
+            "hooks": [{"kind": "create_table_as", "target": {"catalog": "c", "table": table}, "table": orders_table()}]});
+        jobs.push(app.post("/v1/jobs", &body).await.body);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let names = |reply: &crate::helpers::Reply| -> Vec<String> {
+        reply.body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let at = |i: usize| {
+        let time = jobs[i]["created_at"].as_str().unwrap();
+        time.replace('+', "%2B")
+    };
+
+    let window = app
+        .get(&format!(
+            "/v1/jobs?created_after={}&created_before={}",
+            at(1),
+            at(4)
+        ))
+        .await;
+    let first_page = app.get("/v1/jobs?page_size=2").await;
+    let token = first_page.body["next_page_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second_page = app
+        .get(&format!("/v1/jobs?page_size=2&page_token={token}"))
+        .await;
+
+    assert_eq!(window.status, 200, "{}", window.text);
+    assert_eq!(
+        names(&window),
+        ["f", "e", "b"],
+        "from the second job up to the fifth, newest first"
+    );
+    assert_eq!(names(&first_page), ["g", "f"]);
+    assert_eq!(names(&second_page), ["e", "b"]);
+    app.get("/v1/jobs?created_after=yesterday")
+        .await
+        .assert_problem(400, "QUERY_INVALID");
 }
 
 #[tokio::test]
