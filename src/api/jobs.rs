@@ -44,6 +44,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// database when `database` is absent.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"catalog": "pg", "database": "analytics", "table": "daily"}))]
 pub struct Target {
     #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
     pub catalog: String,
@@ -341,6 +342,14 @@ impl StatusReport {
 
 /// The job after a status report, and the actions that status implied.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "actions_taken": [{
+        "id": 2, "hook": 0, "action": "commit", "trigger": "FINISHED", "state": "done", "attempts": 1,
+        "in_progress": false, "outcome": "committed", "last_error": null,
+        "created_at": "2026-12-03T12:01:00Z", "updated_at": "2026-12-03T12:01:00.050Z"
+    }],
+    "job": {"id": "1b49f930063d45d6be461c4744606de0", "status": "FINISHED", "settlement": "settled", "...": "..."}
+}))]
 pub struct StatusOutcome {
     /// The actions the report's move recorded (for every status it passed
     /// through), with their results.

@@ -71,6 +71,15 @@ pub enum WriteLocationKind {
 
 /// Where the engine writes a hook's rows.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[schema(example = json!({
+    "kind": "directory",
+    "name": "_ctasd_stg_1b49f930063d45d6be461c4744606de0_0",
+    "url": "file:///srv/warehouse/analytics/_ctasd_stg_1b49f930063d45d6be461c4744606de0_0",
+    "path": "/srv/warehouse/analytics/_ctasd_stg_1b49f930063d45d6be461c4744606de0_0",
+    "sink_options": {"connector": "filesystem", "format": "csv",
+                     "path": "file:///srv/warehouse/analytics/_ctasd_stg_1b49f930063d45d6be461c4744606de0_0"},
+    "sink_statement": "CREATE TEMPORARY TABLE `daily_sink` (`day` DATE NOT NULL) WITH ('connector' = 'filesystem', ...)"
+}))]
 pub struct WriteLocation {
     pub kind: WriteLocationKind,
     /// The table (or directory) the engine writes into: the hidden staging

@@ -16,6 +16,12 @@ use super::types::DataType;
 /// A table: columns, watermarks, constraints, partitioning, comment, options.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "columns": [{"name": "day", "type": "DATE NOT NULL"}, {"name": "total", "type": "DECIMAL(12, 2)"}],
+    "primary_key": {"name": "pk_day", "columns": ["day"]},
+    "comment": "totals by day",
+    "options": {"format": "csv"}
+}))]
 pub struct TableDefinition {
     pub columns: Vec<ColumnDefinition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -153,8 +153,8 @@ async fn a_page_of_large_jobs_ends_at_the_byte_budget_and_its_tokens_reach_every
         }
     }
 
-    submitted.sort();
-    assert_eq!(seen, submitted, "every job once, in order");
+    submitted.reverse();
+    assert_eq!(seen, submitted, "every job once, newest first");
     assert!(pages > 1, "the byte budget ended the first page early");
 }
 
