@@ -11,9 +11,10 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::auth::{Authorized, Permission, need};
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::ApiJson;
 use crate::domain::statement;
+use crate::service::ServiceError;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(run_statement))
@@ -85,9 +86,29 @@ async fn run_statement(
     if parsed.writes() {
         caller.require(Permission::ManageCatalogs, "change catalogs")?;
     }
-    let result = state.services.run_statement(parsed).await?;
+    let result = state
+        .services
+        .run_statement(parsed)
+        .await
+        .map_err(in_flinks_words)?;
     Ok(axum::Json(StatementResult {
         columns: result.columns.into_iter().map(Into::into).collect(),
         rows: result.rows,
     }))
+}
+
+/// A catalog that is there or not, worded as Flink's `CatalogManager` says
+/// it; everything else as for the JSON routes.
+fn in_flinks_words(error: ServiceError) -> ApiError {
+    match &error {
+        ServiceError::CatalogExists(name) => ApiError::new(
+            ProblemCode::CatalogExists,
+            format!("Catalog {name} already exists."),
+        ),
+        ServiceError::CatalogNotFound { name, .. } => ApiError::new(
+            ProblemCode::CatalogNotFound,
+            format!("Catalog {name} does not exist."),
+        ),
+        _ => ApiError::from(error),
+    }
 }

@@ -73,9 +73,9 @@ async fn catalog_statements_create_alter_describe_show_and_drop_with_flinks_sema
     let app = TestApp::spawn().await;
     let create = "CREATE CATALOG mem COMMENT 'scratch' WITH ('type' = 'generic_in_memory')";
     assert_eq!(rows(&run(&app, create).await), [["OK"]]);
-    run(&app, create)
-        .await
-        .assert_problem(409, "CATALOG_EXISTS");
+    let again = run(&app, create).await;
+    again.assert_problem(409, "CATALOG_EXISTS");
+    assert_eq!(again.detail(), "Catalog mem already exists.");
     run_ok(&app, &create.replace("CATALOG", "CATALOG IF NOT EXISTS")).await;
 
     run_ok(&app, "ALTER CATALOG mem SET ('default-database' = 'db')").await;
@@ -111,9 +111,9 @@ async fn catalog_statements_create_alter_describe_show_and_drop_with_flinks_sema
 
     run_ok(&app, "DROP CATALOG mem;").await;
     assert_eq!(app.get("/v1/catalogs/mem").await.status, 404);
-    run(&app, "DROP CATALOG mem")
-        .await
-        .assert_problem(404, "CATALOG_NOT_FOUND");
+    let missing = run(&app, "DROP CATALOG mem").await;
+    missing.assert_problem(404, "CATALOG_NOT_FOUND");
+    assert_eq!(missing.detail(), "Catalog mem does not exist.");
     run_ok(&app, "DROP CATALOG IF EXISTS mem").await;
     run(&app, "ALTER CATALOG mem COMMENT 'x'")
         .await
