@@ -304,3 +304,44 @@ fn samples(text: &str) -> std::collections::HashMap<String, f64> {
         })
         .collect()
 }
+
+/// `/docs` in a real headless Chromium that can resolve no host but
+/// ctasd's: the page renders every operation from the binary's own assets.
+#[tokio::test]
+async fn the_docs_page_renders_in_chromium_with_no_network() {
+    let Ok(chromium) = std::env::var("CTASD_TEST_CHROMIUM") else {
+        eprintln!("SKIPPED: Chromium test skipped because CTASD_TEST_CHROMIUM is not set");
+        return;
+    };
+    let app = crate::helpers::TestApp::spawn().await;
+    let profile = tempfile::tempdir().unwrap();
+    let url = app.url("/docs/");
+    let rendered = tokio::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--virtual-time-budget=15000",
+            &format!("--user-data-dir={}", profile.path().display()),
+            "--dump-dom",
+            &url,
+        ])
+        .output()
+        .await
+        .unwrap();
+    let dom = String::from_utf8_lossy(&rendered.stdout);
+
+    for path in [
+        "/v1/catalogs",
+        "/v1/jobs/{job}/status",
+        "/v1/statements",
+        "/metrics",
+    ] {
+        assert!(
+            dom.contains(&format!("data-path=\"{path}\"")),
+            "{path} is not rendered; the page was:\n{}",
+            &dom[..dom.len().min(2000)]
+        );
+    }
+}
