@@ -68,6 +68,7 @@ macro_rules! conformance {
 }
 
 conformance!(
+    outcomes_stored_in_words_by_earlier_versions_are_renamed_by_their_migration,
     an_inserted_catalog_reads_back_identically,
     a_taken_name_is_refused,
     listing_is_bytewise_ordered_and_keyset_paginated,
@@ -1008,4 +1009,88 @@ fn watched_job_without_engine(like: &NewJob) -> NewJob {
         engine_job_id: None,
         ..like.clone()
     }
+}
+
+/// Runs `sql` on the backend's database, beside the store.
+async fn raw_sql(backend: &Backend, sql: &str) {
+    use sqlx::Connection;
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    match &backend.url {
+        Some(url) => {
+            let mut db = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::raw_sql(sql).execute(&mut db).await.unwrap();
+        }
+        None => {
+            let file = backend.dir.path().join("ctasd.db");
+            let mut db = sqlx::SqliteConnection::connect(&format!("sqlite:{}", file.display()))
+                .await
+                .unwrap();
+            sqlx::raw_sql(sql).execute(&mut db).await.unwrap();
+        }
+    }
+}
+
+async fn outcomes_stored_in_words_by_earlier_versions_are_renamed_by_their_migration(
+    backend: Backend,
+) {
+    let new = job(JobMode::Batch, 1, &[]);
+    insert(&backend.store, &new).await;
+    for status in [JobStatus::Created, JobStatus::Running, JobStatus::Finished] {
+        backend
+            .store
+            .move_job(&new.id, &report(status, None))
+            .await
+            .unwrap();
+    }
+    for outcome in [
+        ActionOutcome::AlreadyStaged,
+        ActionOutcome::AlreadyCommitted,
+    ] {
+        let claimed = backend
+            .store
+            .claim_due_actions(None, Duration::from_secs(60), 10, Duration::ZERO)
+            .await
+            .unwrap();
+        let done = ActionResult::Done { outcome };
+        backend
+            .store
+            .record_action(claimed[0].id, &done)
+            .await
+            .unwrap();
+    }
+    // As version 0.1 stored them, before outcomes were an enum.
+    raw_sql(
+        &backend,
+        "UPDATE actions SET outcome = 'already staged' WHERE action = 'begin'; \
+         UPDATE actions SET outcome = 'already committed' WHERE action = 'commit'",
+    )
+    .await;
+    assert!(
+        backend.store.get_job(&new.id).await.is_err(),
+        "an outcome the store does not know is not guessed at"
+    );
+
+    let migration = match backend.url {
+        Some(_) => include_str!("../../migrations/postgres/0009_outcome_names.sql"),
+        None => include_str!("../../migrations/sqlite/0009_outcome_names.sql"),
+    };
+    raw_sql(&backend, migration).await;
+
+    let outcomes: Vec<_> = backend
+        .store
+        .get_job(&new.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .actions
+        .iter()
+        .map(|a| a.outcome)
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            Some(ActionOutcome::AlreadyStaged),
+            Some(ActionOutcome::AlreadyCommitted)
+        ]
+    );
 }
