@@ -392,10 +392,11 @@ async fn alter_catalog(
         .catalog(&path_catalog_name(&catalog)?)
         .await?;
     if_match.check("the catalog", &Catalog::from(&current))?;
-    let record = state
+    let altered = state
         .services
         .alter_catalog_as_read(current, alteration)
-        .await?;
+        .await;
+    let record = if_match.stale_if_modified(altered)?;
     Ok(Tagged(Catalog::from(&record)))
 }
 
@@ -423,11 +424,14 @@ async fn drop_catalog(
     ApiQuery(params): ApiQuery<DropParams>,
 ) -> Result<StatusCode, ApiError> {
     let name = path_catalog_name(&catalog)?;
+    let mut version = None;
     if if_match.is_given() {
         let current = state.services.catalog(&name).await?;
         if_match.check("the catalog", &Catalog::from(&current))?;
+        version = Some(current.version);
     }
-    if !state.services.drop_catalog(&name).await? && !params.if_exists {
+    let dropped = state.services.drop_catalog_as_read(&name, version).await;
+    if !if_match.stale_if_modified(dropped)? && !params.if_exists {
         return Err(ApiError::new(
             ProblemCode::CatalogNotFound,
             format!("catalog '{name}' does not exist"),

@@ -13,6 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::error::{ApiError, ProblemCode};
+use crate::service::ServiceError;
 
 /// JSON with its `ETag`.
 pub struct Tagged<T>(pub T);
@@ -68,6 +69,18 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for IfMatch {
 impl IfMatch {
     pub fn is_given(&self) -> bool {
         self.0.is_some()
+    }
+
+    /// A change that found its target modified after the check passed: with
+    /// `If-Match`, that is the precondition failing too (412).
+    pub fn stale_if_modified<T>(&self, outcome: Result<T, ServiceError>) -> Result<T, ApiError> {
+        match outcome {
+            Err(ServiceError::CatalogModified(name)) if self.is_given() => Err(ApiError::new(
+                ProblemCode::PreconditionFailed,
+                format!("catalog '{name}' changed since it was read; read it again"),
+            )),
+            other => other.map_err(ApiError::from),
+        }
     }
 
     /// Passes without `If-Match`, with `*`, or when one of its tags is the

@@ -155,7 +155,17 @@ impl Services {
 
     /// DROP CATALOG; `false` when there was none.
     pub async fn drop_catalog(&self, name: &CatalogName) -> Result<bool, ServiceError> {
-        if !self.store.delete_catalog(name).await? {
+        self.drop_catalog_as_read(name, None).await
+    }
+
+    /// DROP CATALOG of the version a client read (refused with
+    /// [`ServiceError::CatalogModified`] if it changed since), or of any.
+    pub async fn drop_catalog_as_read(
+        &self,
+        name: &CatalogName,
+        version: Option<i64>,
+    ) -> Result<bool, ServiceError> {
+        if !self.store.delete_catalog(name, version).await? {
             return Ok(false);
         }
         self.catalogs.evict(name.as_str()).await;

@@ -102,17 +102,22 @@ impl<B: Backend> CatalogStore for SqlStore<B> {
         }
     }
 
-    async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError> {
+    async fn delete_catalog(
+        &self,
+        name: &CatalogName,
+        expected_version: Option<i64>,
+    ) -> Result<bool, StoreError> {
         let users = "SELECT count(*) FROM jobs j \
              WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1) \
                AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
                     OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending'))";
         match self
-            .delete_unless_used("catalogs", name.as_str(), users)
+            .delete_unless_used("catalogs", name.as_str(), expected_version, users)
             .await?
         {
             Deletion::Deleted => Ok(true),
             Deletion::Missing => Ok(false),
+            Deletion::Changed => Err(StoreError::ConcurrentModification(name.to_string())),
             Deletion::InUse(jobs) => Err(StoreError::CatalogInUse {
                 catalog: name.to_string(),
                 jobs,

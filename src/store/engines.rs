@@ -254,11 +254,12 @@ impl<B: Backend> EngineStore for SqlStore<B> {
     async fn delete_engine(&self, name: &EngineName) -> Result<bool, StoreError> {
         let users = format!("SELECT count(*) FROM jobs WHERE engine = $1 AND {UNFINISHED}");
         match self
-            .delete_unless_used("engines", name.as_str(), &users)
+            .delete_unless_used("engines", name.as_str(), None, &users)
             .await?
         {
             Deletion::Deleted => Ok(true),
             Deletion::Missing => Ok(false),
+            Deletion::Changed => Err(StoreError::EngineModified(name.to_string())),
             Deletion::InUse(jobs) => Err(StoreError::EngineInUse {
                 engine: name.to_string(),
                 jobs,

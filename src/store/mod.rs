@@ -128,7 +128,13 @@ pub trait CatalogStore: Send + Sync {
     /// while unfinished jobs use it; the check and the deletion are one
     /// transaction, serialized with [`JobStore::insert_job`]'s own check that
     /// its catalogs exist, so a job is never stored on a dropped catalog.
-    async fn delete_catalog(&self, name: &CatalogName) -> Result<bool, StoreError>;
+    /// With `expected_version`, refused with
+    /// [`StoreError::ConcurrentModification`] unless the catalog still has it.
+    async fn delete_catalog(
+        &self,
+        name: &CatalogName,
+        expected_version: Option<i64>,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Registered engines, what ctasd saw of them, and which replica polls

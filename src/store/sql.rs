@@ -233,21 +233,26 @@ impl<B: Backend> SqlStore<B> {
         &self,
         table: &str,
         name: &str,
+        expected_version: Option<i64>,
         users: &str,
     ) -> Result<Deletion, StoreError> {
         let mut tx = self.begin().await?;
         let for_update = tx.dialect().for_update;
-        let exists: Option<(String,)> = tx
+        let exists: Option<(i64,)> = tx
             .row(
                 Query::new(format!(
-                    "SELECT name FROM {table} WHERE name = $1{for_update}"
+                    "SELECT version FROM {table} WHERE name = $1{for_update}"
                 ))
                 .text(name),
             )
             .await
             .map_err(StoreError::from_sqlx)?;
-        if exists.is_none() {
-            return Ok(Deletion::Missing);
+        match (exists, expected_version) {
+            (None, _) => return Ok(Deletion::Missing),
+            (Some((version,)), Some(expected)) if version != expected => {
+                return Ok(Deletion::Changed);
+            }
+            _ => {}
         }
         let (used,): (i64,) = tx
             .row(Query::new(users.to_owned()).text(name))
@@ -269,6 +274,8 @@ impl<B: Backend> SqlStore<B> {
 pub(crate) enum Deletion {
     Deleted,
     Missing,
+    /// Kept: not the version the caller read.
+    Changed,
     /// Kept: this many still need it.
     InUse(u64),
 }

@@ -248,8 +248,48 @@ async fn delete_says_whether_it_deleted(backend: Backend) {
         .insert_catalog(&descriptor("a", &[("type", "x")], None))
         .await
         .unwrap();
-    assert!(backend.store.delete_catalog(&name("a")).await.unwrap());
-    assert!(!backend.store.delete_catalog(&name("a")).await.unwrap());
+    let altered = descriptor("a", &[("type", "x")], Some("now version 2"));
+    backend.store.update_catalog(&altered, 1).await.unwrap();
+
+    let stale = backend.store.delete_catalog(&name("a"), Some(1)).await;
+    assert!(
+        matches!(stale, Err(StoreError::ConcurrentModification(_))),
+        "{stale:?}"
+    );
+    assert!(
+        backend
+            .store
+            .get_catalog(&name("a"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        backend
+            .store
+            .delete_catalog(&name("a"), Some(2))
+            .await
+            .unwrap()
+    );
+    backend
+        .store
+        .insert_catalog(&descriptor("a", &[("type", "x")], None))
+        .await
+        .unwrap();
+    assert!(
+        backend
+            .store
+            .delete_catalog(&name("a"), None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !backend
+            .store
+            .delete_catalog(&name("a"), None)
+            .await
+            .unwrap()
+    );
     assert!(
         backend
             .store
@@ -364,7 +404,11 @@ async fn a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept(back
     );
 
     insert(&backend.store, &new).await;
-    let kept = backend.store.delete_catalog(&name("pg")).await.unwrap_err();
+    let kept = backend
+        .store
+        .delete_catalog(&name("pg"), None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(kept, StoreError::CatalogInUse { jobs: 1, .. }),
         "{kept}"
@@ -394,7 +438,11 @@ async fn a_job_on_a_dropped_catalog_is_refused_and_a_catalog_in_use_is_kept(back
         }
     }
     assert!(
-        backend.store.delete_catalog(&name("pg")).await.unwrap(),
+        backend
+            .store
+            .delete_catalog(&name("pg"), None)
+            .await
+            .unwrap(),
         "droppable once the job ended"
     );
 }
