@@ -41,7 +41,7 @@ fn tag_of(body: &[u8]) -> String {
 }
 
 /// The tag the representation of `current` has.
-pub fn current_tag(current: &impl Serialize) -> Result<String, ApiError> {
+fn current_tag(current: &impl Serialize) -> Result<String, ApiError> {
     serde_json::to_vec(current)
         .map(|body| tag_of(&body))
         .map_err(|e| ApiError::internal(ProblemCode::Internal, e, "the server failed"))

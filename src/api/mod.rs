@@ -101,8 +101,7 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     let timeout = settings.request_timeout();
     let max_header_bytes = settings.max_header_bytes;
     let loopback_only = tokens.is_empty() && settings.listen.ip().is_loopback();
-    let state_services = state.services.clone();
-    let observed = state.services.clone();
+    let services = state.services.clone();
     let router = router
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -113,7 +112,7 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         router
     };
     let idempotency = idempotency::Idempotency {
-        services: state_services,
+        services: services.clone(),
         lifetime: Duration::from_secs(settings.idempotency_key_lifetime_secs),
         abandoned_after: timeout * 2,
         max_body_bytes: settings.max_body_bytes,
@@ -125,7 +124,7 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
         .layer(middleware::from_fn(move |request, next| header_limit(max_header_bytes, request, next)))
         .layer(CatchPanicLayer::custom(panic_answer))
-        .layer(middleware::from_fn_with_state(observed, observe::observe))
+        .layer(middleware::from_fn_with_state(services, observe::observe))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
             let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
             // The path only: query strings are not logged.
