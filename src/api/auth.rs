@@ -26,7 +26,10 @@ use subtle::ConstantTimeEq;
 
 use super::error::{ApiError, ProblemCode};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     Reader,
     Engine,
@@ -85,7 +88,8 @@ impl fmt::Display for Role {
 }
 
 /// What a route needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Permission {
     /// Any valid token (routes that do not exist, so 404s reveal nothing).
     Authenticated,
@@ -100,6 +104,21 @@ pub enum Permission {
     UpdateJobs,
     /// Retry or give up a job's action.
     OperateJobs,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 10] = [
+        Permission::Authenticated,
+        Permission::ReadCatalogs,
+        Permission::ReadEngines,
+        Permission::ReadJobs,
+        Permission::ManageCatalogs,
+        Permission::ManageEngines,
+        Permission::SubmitJobs,
+        Permission::ReportStatus,
+        Permission::UpdateJobs,
+        Permission::OperateJobs,
+    ];
 }
 
 /// A permission as a type, for [`Authorized`].
@@ -169,6 +188,22 @@ pub struct Authorized<P> {
 }
 
 impl<P> Authorized<P> {
+    /// The token's name and role; `None` when no tokens are configured
+    /// (then every request is allowed).
+    pub fn token(&self) -> Option<(&str, Role)> {
+        self.token
+            .as_ref()
+            .map(|(name, role)| (name.as_str(), *role))
+    }
+
+    /// Everything the caller may do.
+    pub fn permissions(&self) -> Vec<Permission> {
+        Permission::ALL
+            .into_iter()
+            .filter(|p| self.token.as_ref().is_none_or(|(_, role)| role.grants(*p)))
+            .collect()
+    }
+
     /// 403 unless the caller's role also grants `permission`, for `what`.
     pub fn require(&self, permission: Permission, what: &str) -> Result<(), ApiError> {
         match &self.token {

@@ -34,7 +34,7 @@ impl<T: Serialize> IntoResponse for Tagged<T> {
 }
 
 /// `"<16 hex digits>"`: the first 8 bytes of the body's SHA-256.
-fn tag_of(body: &[u8]) -> String {
+pub(super) fn tag_of(body: &[u8]) -> String {
     let digest = Sha256::digest(body);
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("\"{hex}\"")

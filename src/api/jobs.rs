@@ -551,6 +551,10 @@ pub struct ListJobsParams {
     pub created_after: Option<DateTime<Utc>>,
     /// Only jobs created before this time (RFC 3339).
     pub created_before: Option<DateTime<Utc>>,
+    /// Only jobs whose id starts with this text or whose name contains it
+    /// (ignoring ASCII case); at most 200 characters.
+    #[param(max_length = 200)]
+    pub search: Option<String>,
     /// Jobs per page, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub page_size: Option<u32>,
@@ -590,14 +594,7 @@ async fn list_jobs(
         Some(token) => Some(page::decode_token("j", token, JobCursor::parse)?),
         None => None,
     };
-    let filter = JobFilter {
-        status: params.status,
-        catalog: params.catalog,
-        engine_job_id: params.engine_job_id,
-        engine: params.engine,
-        created_after: params.created_after,
-        created_before: params.created_before,
-    };
+    let filter = job_filter(params)?;
     let mut page = page::BoundedPage::new("j", size, after);
     while let Some((after, limit)) = page.wants() {
         let jobs = state
@@ -607,6 +604,31 @@ async fn list_jobs(
         page.take(jobs, JobCursor::of, |job| view(&state, job))?;
     }
     page.into_response("jobs")
+}
+
+/// The longest `search` text, in characters.
+const MAX_SEARCH_CHARS: usize = 200;
+
+fn job_filter(params: ListJobsParams) -> Result<JobFilter, ApiError> {
+    let search = params.search.filter(|s| !s.is_empty());
+    if search
+        .as_ref()
+        .is_some_and(|s| s.chars().count() > MAX_SEARCH_CHARS)
+    {
+        return Err(ApiError::new(
+            ProblemCode::QueryInvalid,
+            format!("search: at most {MAX_SEARCH_CHARS} characters"),
+        ));
+    }
+    Ok(JobFilter {
+        status: params.status,
+        catalog: params.catalog,
+        engine_job_id: params.engine_job_id,
+        engine: params.engine,
+        created_after: params.created_after,
+        created_before: params.created_before,
+        search,
+    })
 }
 
 /// One event in a job's history, told apart by `kind`.

@@ -15,8 +15,11 @@ pub mod idempotency;
 pub mod jobs;
 pub mod observe;
 pub mod openapi;
+pub mod overview;
 pub mod page;
 pub mod statements;
+pub mod ui;
+pub mod whoami;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +74,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(engines::router())
         .merge(statements::router())
         .merge(jobs::router())
+        .merge(overview::router())
+        .merge(whoami::router())
         .merge(health::router())
         .merge(observe::router())
 }
@@ -98,6 +103,8 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     let (router, _) = routes().split_for_parts();
     // Interactive docs from assets inside the binary, and the live document.
     let router = router.merge(SwaggerUi::new("/docs").url("/openapi.json", openapi_document()));
+    // The dashboard, from assets inside the binary.
+    let router = router.merge(ui::router());
     let timeout = settings.request_timeout();
     let max_header_bytes = settings.max_header_bytes;
     let loopback_only = tokens.is_empty() && settings.listen.ip().is_loopback();

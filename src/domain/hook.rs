@@ -212,6 +212,28 @@ pub struct JobFilter {
     pub created_after: Option<DateTime<Utc>>,
     /// Jobs created before this time.
     pub created_before: Option<DateTime<Utc>>,
+    /// Jobs whose id starts with this text or whose name contains it
+    /// (ignoring ASCII case).
+    pub search: Option<String>,
+}
+
+impl JobFilter {
+    /// [`JobFilter::search`] as two SQL `LIKE` patterns (escaped with `\`):
+    /// a prefix of the id, and a part of the name in lower case.
+    pub fn search_patterns(&self) -> Option<(String, String)> {
+        let search = self.search.as_deref()?;
+        let mut escaped = String::with_capacity(search.len() + 2);
+        for c in search.chars() {
+            if matches!(c, '%' | '_' | '\\') {
+                escaped.push('\\');
+            }
+            escaped.push(c);
+        }
+        Some((
+            format!("{escaped}%"),
+            format!("%{}%", escaped.to_ascii_lowercase()),
+        ))
+    }
 }
 
 /// Where a page of jobs, newest first, stopped: the last job's creation

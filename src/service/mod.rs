@@ -28,7 +28,7 @@ use crate::catalog::registry::OpenOrInvalid;
 use crate::catalog::{CatalogError, LiveCatalogs};
 use crate::domain::catalog::AlterError;
 use crate::domain::engine::EngineSettingError;
-use crate::domain::job::TransitionError;
+use crate::domain::job::{JobStatus, TransitionError};
 use crate::domain::ledger::DecisionError;
 use crate::domain::options::{OptionsError, ValidationError};
 use crate::domain::{NameError, WriteLocation};
@@ -95,10 +95,40 @@ impl Services {
         Ok(metrics.render())
     }
 
+    /// How many jobs are in each status (every status, in Flink's order)
+    /// and how many actions wait or failed: the dashboard's header.
+    pub async fn overview(&self) -> Result<Overview, ServiceError> {
+        let figures = self.store.figures().await?;
+        let jobs_by_status = JobStatus::ALL
+            .into_iter()
+            .map(|status| {
+                let jobs = figures
+                    .jobs_by_status
+                    .iter()
+                    .find(|(s, _)| *s == status)
+                    .map_or(0, |(_, n)| *n);
+                (status, jobs)
+            })
+            .collect();
+        Ok(Overview {
+            jobs_by_status,
+            pending_actions: figures.pending_actions,
+            failed_actions: figures.failed_actions,
+        })
+    }
+
     /// The store is reachable, migrated and whole.
     pub async fn ready(&self) -> Result<(), ServiceError> {
         Ok(self.store.check_ready().await?)
     }
+}
+
+/// Jobs by status and the ledger's open and failed actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overview {
+    pub jobs_by_status: Vec<(JobStatus, i64)>,
+    pub pending_actions: i64,
+    pub failed_actions: i64,
 }
 
 /// Why a use case could not be carried out. `field`, where present, names

@@ -212,6 +212,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError> {
         let mut pool = self.pool();
+        let search = filter.search_patterns();
         let ids: Vec<(String,)> = pool
             .rows(
                 Query::new(
@@ -223,6 +224,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
                        AND (CAST($6 AS TEXT) IS NULL OR j.engine = $6) \
                        AND ($8 IS NULL OR j.created_at >= $8) \
                        AND ($9 IS NULL OR j.created_at < $9) \
+                       AND (CAST($10 AS TEXT) IS NULL OR j.id LIKE $10 ESCAPE '\\' \
+                            OR lower(j.name) LIKE $11 ESCAPE '\\') \
                      ORDER BY j.created_at DESC, j.id DESC LIMIT $5",
                 )
                 .text(after.map(|a| a.id.as_str()).unwrap_or(""))
@@ -233,7 +236,9 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 .opt_text(filter.engine.as_deref())
                 .opt_time(after.map(|a| a.created_at))
                 .opt_time(filter.created_after)
-                .opt_time(filter.created_before),
+                .opt_time(filter.created_before)
+                .opt_text(search.as_ref().map(|(id, _)| id.as_str()))
+                .opt_text(search.as_ref().map(|(_, name)| name.as_str())),
             )
             .await
             .map_err(StoreError::from_sqlx)?;

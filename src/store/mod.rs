@@ -359,9 +359,11 @@ pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencySto
     async fn figures(&self) -> Result<StoreFigures, StoreError>;
 }
 
-/// The store as metrics show it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The store as metrics and the dashboard's header show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreFigures {
+    /// Jobs by status (statuses no job is in are left out).
+    pub jobs_by_status: Vec<(crate::domain::job::JobStatus, i64)>,
     pub pending_actions: i64,
     pub failed_actions: i64,
     pub connections: sql::PoolUse,
@@ -411,7 +413,19 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
                 .find(|(s, _)| s == state)
                 .map_or(0, |(_, n)| *n)
         };
+        let by_status: Vec<(String, i64)> = self
+            .pool()
+            .rows(sql::Query::new(
+                "SELECT status, count(*) FROM jobs GROUP BY status",
+            ))
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let jobs_by_status = by_status
+            .into_iter()
+            .map(|(status, n)| Ok((rows::job_status(&status)?, n)))
+            .collect::<Result<_, StoreError>>()?;
         Ok(StoreFigures {
+            jobs_by_status,
             pending_actions: count("pending"),
             failed_actions: count("failed"),
             connections: self.backend.pool_use(),

@@ -236,6 +236,11 @@ pub(crate) struct ActionRow {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A job status as stored.
+pub(crate) fn job_status(stored: &str) -> Result<JobStatus, StoreError> {
+    stored.parse().map_err(|_| corrupt("status", stored))
+}
+
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Internal(format!("stored {what} '{value}' is not readable"))
 }

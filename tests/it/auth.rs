@@ -16,6 +16,12 @@ fn allowed(method: &str, path: &str) -> Vec<Role> {
     if path == "/healthz" || path == "/readyz" || path == "/v1/version" || path == "/metrics" {
         // Open, or (metrics) any valid token: a scraper needs no role.
         ROLES.to_vec()
+    } else if path == "/v1/whoami" {
+        // Any valid token may ask what it may do.
+        ROLES.to_vec()
+    } else if path == "/v1/overview" {
+        // Counts of jobs: whoever reads jobs.
+        vec![Reader, Engine, Operator, Admin]
     } else if path == "/v1/statements" {
         // Who may read catalogs may send a statement; one that changes
         // them needs more (checked below).

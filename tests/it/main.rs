@@ -10,6 +10,7 @@ mod catalogs;
 mod cli;
 mod contract;
 mod crash;
+mod dashboard;
 mod ddl;
 mod engines;
 mod errors;
