@@ -13,16 +13,18 @@
 //! them at the end.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use serde_json::{Value, json};
-use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection};
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio::sync::Mutex;
+
+mod support;
+use support::{Samples, Server, admin, ms, with_database};
 
 #[derive(Parser)]
 struct Args {
@@ -45,17 +47,6 @@ struct Args {
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-/// Latencies of one endpoint.
-#[derive(Default)]
-struct Samples(Vec<Duration>);
-
-impl Samples {
-    fn quantile(&self, q: f64) -> Duration {
-        let index = ((self.0.len() as f64 - 1.0) * q).round() as usize;
-        self.0[index]
-    }
 }
 
 #[derive(Default)]
@@ -186,47 +177,6 @@ impl Bench {
     }
 }
 
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// Peak resident set size, from the kernel's own high-water mark.
-    fn peak_rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()
-    }
-}
-
-fn with_database(url: &str, database: &str) -> String {
-    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
-    format!("{base}/{database}")
-}
-
-async fn admin(url: &str, sql: &str) {
-    let mut conn = PgConnection::connect(url)
-        .await
-        .expect("connect to PostgreSQL");
-    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
-        .execute(&mut conn)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
@@ -252,48 +202,12 @@ async fn main() {
 }
 
 async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String> {
-    let data_dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Server {
-        child: Command::new(env!("CARGO_BIN_EXE_ctasd"))
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--log",
-                "warn",
-                "--data-dir",
-            ])
-            .arg(data_dir.path())
-            .env(
-                "CTASD_DATABASE_URL",
-                with_database(&args.postgres_url, store_db),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start ctasd"),
-    };
-    let base = format!("http://127.0.0.1:{port}");
+    let server = Server::start(Some(&with_database(&args.postgres_url, store_db))).await;
+    let base = server.base.clone();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.clients)
         .build()
         .unwrap();
-    for _ in 0..100 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let target_url = with_database(&args.postgres_url, target_db);
     let (host_port, user) = {
         let rest = target_url.split_once("//").unwrap().1;
@@ -431,7 +345,6 @@ async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String>
     );
     for (endpoint, samples) in figures.latencies.iter_mut() {
         samples.0.sort();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         println!(
             "load: {endpoint:<30} {:>8} {:>9.1} {:>9.1} {:>9.1}",
             samples.0.len(),

@@ -101,6 +101,12 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_IDEMPOTENCY_KEY_LIFETIME_SECS", default_value_t = 24 * 60 * 60)]
     pub idempotency_key_lifetime_secs: u64,
 
+    /// Days a job is kept after it ended (FINISHED, FAILED or CANCELED with
+    /// nothing left to do); older ones are deleted with their history, in
+    /// batches, at start and every hour. 0 keeps every job.
+    #[arg(long, env = "CTASD_ENDED_JOB_RETENTION_DAYS", default_value_t = 30)]
+    pub ended_job_retention_days: u32,
+
     /// Origins a browser app on another origin may call ctasd from (CORS),
     /// separated by commas, e.g. `https://dash.example.com`; `*` for any.
     /// None by default: browsers then allow only ctasd's own pages.
@@ -139,6 +145,7 @@ impl ServeSettings {
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             idempotency_key_lifetime_secs: 24 * 60 * 60,
+            ended_job_retention_days: 30,
             cors_allowed_origins: Vec::new(),
             tokens_file: None,
             tokens: None,
@@ -149,6 +156,12 @@ impl ServeSettings {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs)
+    }
+
+    /// How long ended jobs are kept; `None`: for ever.
+    pub fn ended_job_retention(&self) -> Option<Duration> {
+        (self.ended_job_retention_days > 0)
+            .then(|| Duration::from_secs(u64::from(self.ended_job_retention_days) * 24 * 60 * 60))
     }
 }
 

@@ -20,6 +20,8 @@ pub mod fault;
 pub mod hooks;
 /// Prometheus metrics: counters where things happen, store gauges when scraped.
 pub mod metrics;
+/// Deletes jobs that ended longer ago than the retention, with their history.
+pub mod retention;
 /// Start-up and shutdown: wires the store, the catalogs and the router together.
 pub mod server;
 /// The application: one use case per function, between the API and the rest.

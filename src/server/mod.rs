@@ -105,6 +105,7 @@ pub struct RunningServer {
     stop_background: watch::Sender<bool>,
     resumer: JoinHandle<()>,
     watcher: JoinHandle<()>,
+    retention: Option<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -116,6 +117,9 @@ impl RunningServer {
         let _ = self.stop_background.send(true);
         let _ = self.resumer.await;
         let _ = self.watcher.await;
+        if let Some(retention) = self.retention {
+            let _ = retention.await;
+        }
     }
 }
 
@@ -167,7 +171,11 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     // attempts; the watcher follows the jobs of registered engines.
     let (stop_background, stop) = watch::channel(false);
     let resumer = hooks.spawn_resumer(RESUME_EVERY, stop.clone());
-    let watcher = crate::watcher::spawn(services.clone(), stop);
+    let watcher = crate::watcher::spawn(services.clone(), stop.clone());
+    // Jobs that ended long ago go, so the store does not grow for ever.
+    let retention = settings
+        .ended_job_retention()
+        .map(|retention| crate::retention::spawn(services.clone(), retention, stop));
     tokio::spawn(async move { services.warm_up_catalogs().await });
 
     let limits = connections::ConnectionLimits {
@@ -187,6 +195,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         stop_background,
         resumer,
         watcher,
+        retention,
     })
 }
 

@@ -1,5 +1,10 @@
 //! Reading jobs, their histories and where they write; attaching an
-//! engine's job id; operators settling stuck or failed actions.
+//! engine's job id; operators settling stuck or failed actions; deleting
+//! jobs that ended long ago.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use super::submit::{check_engine_job_id, check_watched_engine_job_id};
 use super::{ServiceError, Services, WriteLocations};
@@ -95,4 +100,29 @@ impl Services {
             })
             .collect()
     }
+
+    /// Deletes the jobs that ended more than `retention` ago, with nothing
+    /// left to do, in batches of [`PURGE_BATCH`] (each its own short
+    /// statement, so status reports are not held up); how many.
+    pub async fn purge_ended_jobs(&self, retention: Duration) -> Result<u64, ServiceError> {
+        let ended_before = chrono::Duration::from_std(retention)
+            .ok()
+            .and_then(|age| Utc::now().checked_sub_signed(age))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut purged = 0;
+        loop {
+            let batch = self
+                .store
+                .purge_ended_jobs(ended_before, PURGE_BATCH)
+                .await?;
+            purged += batch;
+            if batch < u64::from(PURGE_BATCH) {
+                return Ok(purged);
+            }
+            tokio::task::yield_now().await;
+        }
+    }
 }
+
+/// Jobs deleted by one statement of a purge.
+pub const PURGE_BATCH: u32 = 1000;

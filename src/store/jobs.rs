@@ -2,7 +2,7 @@
 //! what happened to them: written once for both backends.
 
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use super::ledger::insert_action;
 use super::rows::{
@@ -247,6 +247,35 @@ impl<B: Backend> JobStore for SqlStore<B> {
         let mut jobs = read_jobs(&mut pool, &self.keyring, &ids).await?;
         jobs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
         Ok(jobs)
+    }
+
+    async fn purge_ended_jobs(
+        &self,
+        ended_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let ended: Vec<String> = JobStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_globally_terminal())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        // Everything else about a job goes with it (ON DELETE CASCADE).
+        self.pool()
+            .execute(
+                Query::new(format!(
+                    "DELETE FROM jobs WHERE id IN (\
+                       SELECT j.id FROM jobs j \
+                       WHERE j.status IN ({}) AND j.updated_at < $1 \
+                         AND NOT EXISTS (SELECT 1 FROM actions a \
+                                         WHERE a.job_id = j.id AND a.state = 'pending') \
+                       ORDER BY j.updated_at LIMIT $2)",
+                    ended.join(", ")
+                ))
+                .time(ended_before)
+                .int(i64::from(limit)),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)
     }
 
     async fn status_history(&self, id: &JobId) -> Result<Vec<StatusChange>, StoreError> {

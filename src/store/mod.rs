@@ -234,6 +234,16 @@ pub trait JobStore: Send + Sync {
     /// Every decision operators made about the job's actions, oldest first.
     async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError>;
 
+    /// Deletes up to `limit` jobs that ended (FINISHED, FAILED, CANCELED)
+    /// with nothing left to do (no pending action) and last changed before
+    /// `ended_before`, oldest first, with their hooks, actions, history,
+    /// interventions and watch; how many.
+    async fn purge_ended_jobs(
+        &self,
+        ended_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
     /// Sets (or clears) the engine's id for the job; an id another job
     /// has is [`StoreError::EngineJobIdTaken`].
     async fn set_engine_job_id(

@@ -25,6 +25,7 @@ const MAY_USE: &[(&str, &[&str])] = &[
         ],
     ),
     ("watcher", &["domain", "service"]),
+    ("retention", &["service"]),
     ("api", &["domain", "service", "config"]),
 ];
 

@@ -27,6 +27,7 @@ mod preconditions;
 mod queries;
 mod replicas;
 mod restart;
+mod retention;
 mod safety;
 mod secrets;
 mod staging;

@@ -1,0 +1,127 @@
+//! What the bench programs share: a real `ctasd serve` (the bench profile's
+//! build) on a free port, PostgreSQL administration, latency samples.
+
+#![allow(dead_code)] // Each bench program uses its own part.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sqlx::postgres::PgConnection;
+use sqlx::{AssertSqlSafe, Connection};
+
+/// A `ctasd serve` child process, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    _data_dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts ctasd on a free loopback port with a fresh data directory, on
+    /// the store at `database_url` (`None`: the embedded SQLite), and waits
+    /// until it is ready.
+    pub async fn start(database_url: Option<&str>) -> Server {
+        let data_dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ctasd"));
+        command
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--log",
+                "warn",
+                "--data-dir",
+            ])
+            .arg(data_dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if let Some(url) = database_url {
+            command.env("CTASD_DATABASE_URL", url);
+        }
+        let server = Server {
+            child: command.spawn().expect("start ctasd"),
+            base: format!("http://127.0.0.1:{port}"),
+            _data_dir: data_dir,
+        };
+        let client = reqwest::Client::new();
+        for _ in 0..100 {
+            let ready = client.get(format!("{}/readyz", server.base)).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("ctasd did not become ready at {}", server.base);
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Peak resident set size, from the kernel's own high-water mark.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `url` with its database replaced by `database`.
+pub fn with_database(url: &str, database: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    format!("{base}/{database}")
+}
+
+/// Runs `sql` on `url`, panicking with the statement when it fails.
+pub async fn admin(url: &str, sql: &str) {
+    let mut conn = PgConnection::connect(url)
+        .await
+        .expect("connect to PostgreSQL");
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// A fresh database name with `prefix`.
+pub fn unique_database(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// Latencies of one kind of request.
+#[derive(Default)]
+pub struct Samples(pub Vec<Duration>);
+
+impl Samples {
+    /// The `q` quantile (0 to 1); call after sorting.
+    pub fn quantile(&self, q: f64) -> Duration {
+        let index = ((self.0.len() as f64 - 1.0) * q).round() as usize;
+        self.0[index]
+    }
+}
+
+/// Milliseconds, for printing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
