@@ -20,16 +20,46 @@ pub struct Tagged<T>(pub T);
 
 impl<T: Serialize> IntoResponse for Tagged<T> {
     fn into_response(self) -> Response {
-        let body = match serde_json::to_vec(&self.0) {
-            Ok(body) => body,
-            Err(e) => {
-                return ApiError::internal(ProblemCode::Internal, e, "the server failed")
-                    .into_response();
-            }
-        };
+        match Rendered::json(&self.0) {
+            Ok(rendered) => rendered.into_response(),
+            Err(error) => error.into_response(),
+        }
+    }
+}
+
+/// A JSON body rendered once, with its `ETag`: cheap to clone and to send
+/// again.
+#[derive(Clone)]
+pub struct Rendered {
+    body: axum::body::Bytes,
+    tag: HeaderValue,
+}
+
+impl Rendered {
+    pub fn json(value: &impl Serialize) -> Result<Self, ApiError> {
+        let body = serde_json::to_vec(value)
+            .map_err(|e| ApiError::internal(ProblemCode::Internal, e, "the server failed"))?;
         let tag = HeaderValue::from_str(&tag_of(&body)).expect("hex is a header value");
+        Ok(Self {
+            body: body.into(),
+            tag,
+        })
+    }
+
+    /// Its size in bytes, for bounding what is kept.
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
+}
+
+impl IntoResponse for Rendered {
+    fn into_response(self) -> Response {
         let json = HeaderValue::from_static("application/json");
-        ([(header::ETAG, tag), (header::CONTENT_TYPE, json)], body).into_response()
+        (
+            [(header::ETAG, self.tag), (header::CONTENT_TYPE, json)],
+            self.body,
+        )
+            .into_response()
     }
 }
 

@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 
 use super::auth::{Authorized, need};
 use super::error::{ApiError, Problem, ProblemCode};
-use super::etag::{IfMatch, Tagged};
+use super::etag::{IfMatch, Rendered, Tagged};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::openapi::StringMap;
 use super::{AppState, page};
@@ -493,9 +493,25 @@ async fn get_job(
     _: Authorized<need::ReadJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
-) -> Result<Tagged<Job>, ApiError> {
-    let record = state.services.job(&path_job_id(&job)?).await?;
-    Ok(Tagged(view(&state, &record)))
+) -> Result<Rendered, ApiError> {
+    let id = path_job_id(&job)?;
+    let updated_at = match state.services.job_updated_at(&id).await {
+        Err(gone @ service::ServiceError::JobNotFound(_)) => {
+            state.job_views.forget(&id);
+            return Err(gone.into());
+        }
+        other => other?,
+    };
+    if let Some(kept) = state.job_views.get(&id, updated_at) {
+        return Ok(kept);
+    }
+    let record = state.services.job(&id).await?;
+    let rendered = Rendered::json(&view(&state, &record))?;
+    // Kept only if nothing changed it between the two reads.
+    if record.is_at_rest() && record.updated_at == updated_at {
+        state.job_views.keep(id, updated_at, rendered.clone());
+    }
+    Ok(rendered)
 }
 
 /// Report a status change: moves the job, then runs the actions the status

@@ -12,6 +12,7 @@ pub mod etag;
 pub mod extract;
 pub mod health;
 pub mod idempotency;
+pub mod job_views;
 pub mod jobs;
 pub mod observe;
 pub mod openapi;
@@ -42,10 +43,21 @@ use crate::service::Services;
 use auth::{Authorized, need};
 use error::{ApiError, ProblemCode};
 
-/// What every handler can reach: the use cases.
+/// What every handler can reach: the use cases, and the jobs at rest kept
+/// rendered.
 #[derive(Clone)]
 pub struct AppState {
     pub services: Arc<Services>,
+    pub job_views: Arc<job_views::JobViews>,
+}
+
+impl AppState {
+    pub fn new(services: Arc<Services>) -> Self {
+        Self {
+            services,
+            job_views: Arc::default(),
+        }
+    }
 }
 
 #[derive(OpenApi)]

@@ -157,6 +157,16 @@ impl JobRecord {
         }
     }
 
+    /// Whether only an engine-id update (which moves `updated_at`) or its
+    /// deletion can change the job now: it ended, every action is done,
+    /// and no engine watches it. Such a job may be kept rendered, checked
+    /// against `updated_at` alone.
+    pub fn is_at_rest(&self) -> bool {
+        self.status.is_globally_terminal()
+            && self.engine.is_none()
+            && self.actions.iter().all(|a| a.state == ActionState::Done)
+    }
+
     /// The actions the job's last move recorded, for every status it
     /// passed through: what a status report answers with, the same again
     /// when the report is repeated.

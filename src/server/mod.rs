@@ -154,13 +154,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         hooks.clone(),
         metrics,
     ));
-    let app = api::router(
-        AppState {
-            services: services.clone(),
-        },
-        &settings,
-        tokens,
-    );
+    let app = api::router(AppState::new(services.clone()), &settings, tokens);
 
     let listener = TcpListener::bind(settings.listen)
         .await

@@ -21,6 +21,15 @@ pub struct JobEvents {
 }
 
 impl Services {
+    /// When the job last changed: enough to tell whether a job at rest
+    /// (see [`JobRecord::is_at_rest`]) read earlier is still current.
+    pub async fn job_updated_at(&self, id: &JobId) -> Result<DateTime<Utc>, ServiceError> {
+        self.store
+            .job_updated_at(id)
+            .await?
+            .ok_or_else(|| ServiceError::JobNotFound(id.to_string()))
+    }
+
     pub async fn job(&self, id: &JobId) -> Result<JobRecord, ServiceError> {
         self.store
             .get_job(id)

@@ -205,6 +205,15 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .pop())
     }
 
+    async fn job_updated_at(&self, id: &JobId) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let row: Option<(DateTime<Utc>,)> = self
+            .pool()
+            .row(Query::new("SELECT updated_at FROM jobs WHERE id = $1").text(id.as_str()))
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(row.map(|(at,)| at))
+    }
+
     async fn list_jobs(
         &self,
         filter: &JobFilter,

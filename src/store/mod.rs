@@ -219,6 +219,10 @@ pub trait JobStore: Send + Sync {
     /// The job with its hooks and its whole action ledger, oldest first.
     async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError>;
 
+    /// When the job last changed (its `updated_at`): one indexed read, for
+    /// checking a job kept rendered; `None` when there is no such job.
+    async fn job_updated_at(&self, id: &JobId) -> Result<Option<DateTime<Utc>>, StoreError>;
+
     /// Jobs newest first (by creation time, then id), strictly after
     /// `after`, that match `filter`.
     async fn list_jobs(

@@ -313,3 +313,46 @@ async fn jobs_are_found_by_name_or_id_prefix_on_postgres() {
     };
     jobs_are_found_by_name_or_id_prefix(TestApp::spawn_with(Some(&store.url)).await).await;
 }
+
+/// A finished job read again and again is answered from what was rendered
+/// (same body, same tag) until it changes, on this replica or another.
+#[tokio::test]
+async fn a_job_at_rest_is_answered_as_rendered_until_it_changes_on_any_replica() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let first = TestApp::spawn_with(Some(&store.url)).await;
+    let second = first.sibling().await;
+    first
+        .register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    let id = first.submit(&job("kept", "kept")).await.id;
+    first.report_all(&id, &[Created, Running, Finished]).await;
+
+    let path = format!("/v1/jobs/{id}");
+    let read = first.get(&path).await;
+    let again = first.get(&path).await;
+    assert_eq!(again.text, read.text);
+    assert_eq!(again.headers["etag"], read.headers["etag"]);
+    assert_eq!(read.body["engine_job_id"], Value::Null);
+
+    // Changed through the other replica: the first answers the change.
+    let patched = second
+        .patch(&path, &json!({"engine_job_id": "a1b2c3"}))
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    let after = first.get(&path).await;
+    assert_eq!(after.body["engine_job_id"], "a1b2c3", "{}", after.text);
+    assert_ne!(after.headers["etag"], read.headers["etag"]);
+
+    // Deleted (as retention does): gone on both.
+    let purged = ctasd::server::open_store(&first.settings().store)
+        .await
+        .unwrap()
+        .purge_ended_jobs(chrono::Utc::now() + chrono::Duration::days(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(purged, 1);
+    first.get(&path).await.assert_problem(404, "JOB_NOT_FOUND");
+    second.get(&path).await.assert_problem(404, "JOB_NOT_FOUND");
+}

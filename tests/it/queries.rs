@@ -91,7 +91,33 @@ async fn a_status_report_reads_the_job_once_after_its_transition() {
         .unwrap();
     assert_eq!(published["name"], "orders", "the commit ran: {published}");
 
+    // The finished job, read twice: rendered once, then kept.
+    for read in ["first", "again"] {
+        let reply = client
+            .get(url(&format!("/v1/jobs/{id}")))
+            .header("x-request-id", format!("read-{read}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+    }
+
     let log = server.stop();
+    let first_read = statements_of(&log, "read-first");
+    let read_again = statements_of(&log, "read-again");
+    assert_eq!(first_read.iter().filter(|s| is_job_read(s)).count(), 1);
+    assert_eq!(
+        read_again.len(),
+        1,
+        "a finished job read again costs one statement:\n{}",
+        read_again.join("\n")
+    );
+    assert!(read_again[0].contains("SELECT updated_at FROM jobs"));
+    figure(&format!(
+        "queries: GET of a finished job ran {} statements, then {}",
+        first_read.len(),
+        read_again.len()
+    ));
     for (status, request_id) in reports {
         let statements = statements_of(&log, &request_id);
         assert!(
