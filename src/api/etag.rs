@@ -47,7 +47,7 @@ impl Rendered {
     }
 
     /// Its size in bytes, for bounding what is kept.
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         self.body.len()
     }
 }

@@ -42,13 +42,13 @@ impl JobViews {
     /// what is kept (the next reads render again).
     pub fn keep(&self, id: JobId, updated_at: DateTime<Utc>, rendered: Rendered) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.bytes + rendered.len() > MAX_BYTES {
+        if kept.bytes + rendered.size() > MAX_BYTES {
             kept.jobs.clear();
             kept.bytes = 0;
         }
-        kept.bytes += rendered.len();
+        kept.bytes += rendered.size();
         if let Some((_, replaced)) = kept.jobs.insert(id, (updated_at, rendered)) {
-            kept.bytes -= replaced.len();
+            kept.bytes -= replaced.size();
         }
     }
 
@@ -56,7 +56,7 @@ impl JobViews {
     pub fn forget(&self, id: &JobId) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, removed)) = kept.jobs.remove(id) {
-            kept.bytes -= removed.len();
+            kept.bytes -= removed.size();
         }
     }
 }

@@ -30,6 +30,8 @@ pub const SNAPSHOT_IDLE: Duration = Duration::from_secs(300);
 struct Entry {
     created_at: DateTime<Utc>,
     version: i64,
+    /// The digest of the name and options it was opened with.
+    opened_with: SnapshotKey,
     catalog: Arc<dyn Catalog>,
 }
 
@@ -63,6 +65,17 @@ impl LiveCatalogs {
             open: RwLock::new(HashMap::new()),
             snapshots: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The registered catalog open in this process, if it was opened with
+    /// exactly the snapshot's options: what a hook uses, found without
+    /// reading the store. (A catalog altered or dropped since, here or on
+    /// another replica, has another entry or none, and the hook goes
+    /// through [`LiveCatalogs::for_snapshot`].)
+    pub async fn open_with(&self, snapshot: &CatalogDescriptor) -> Option<Arc<dyn Catalog>> {
+        let open = self.open.read().await;
+        let entry = open.get(snapshot.name.as_str())?;
+        (entry.opened_with == snapshot_key(snapshot)).then(|| entry.catalog.clone())
     }
 
     /// The catalog a hook with this snapshot uses: the registered one
@@ -173,6 +186,7 @@ impl LiveCatalogs {
                     let entry = Entry {
                         created_at: record.created_at,
                         version: record.version,
+                        opened_with: snapshot_key(&record.descriptor),
                         catalog: catalog.clone(),
                     };
                     let old = open.insert(name.to_owned(), entry);

@@ -249,8 +249,12 @@ impl HookRunner {
     }
 
     /// The catalog a hook uses: its snapshot, through the registered
-    /// catalog while that one still has the snapshot's options.
+    /// catalog while that one still has the snapshot's options (found in
+    /// memory when it is open here, else read from the store).
     async fn catalog_for(&self, hook: &NewHook) -> Result<Arc<dyn Catalog>, Failure> {
+        if let Some(open) = self.catalogs.open_with(&hook.catalog).await {
+            return Ok(open);
+        }
         let registered = self
             .store
             .get_catalog(&hook.catalog.name)
