@@ -9,7 +9,7 @@ use super::rows::{
     ACTION_COLUMNS, ActionRow, HookRow, InterventionRow, JobRow, TransitionRow, assemble_jobs,
     encode_options, engine_id_taken, job_insert_failed,
 };
-use super::sql::{Backend, Query, Sql, SqlStore};
+use super::sql::{Backend, Param, Query, Sql, SqlStore};
 use super::{JobStore, Keyring, StoreError};
 use crate::domain::EngineName;
 use crate::domain::hook::{JobCursor, JobFilter, JobRecord, NewJob, StatusChange};
@@ -221,34 +221,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError> {
         let mut pool = self.pool();
-        let search = filter.search_patterns();
         let ids: Vec<(String,)> = pool
-            .rows(
-                Query::new(
-                    "SELECT j.id FROM jobs j \
-                     WHERE ($7 IS NULL OR j.created_at < $7 OR (j.created_at = $7 AND j.id < $1)) \
-                       AND (CAST($2 AS TEXT) IS NULL OR j.status = $2) \
-                       AND (CAST($3 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $3)) \
-                       AND (CAST($4 AS TEXT) IS NULL OR j.engine_job_id = $4) \
-                       AND (CAST($6 AS TEXT) IS NULL OR j.engine = $6) \
-                       AND ($8 IS NULL OR j.created_at >= $8) \
-                       AND ($9 IS NULL OR j.created_at < $9) \
-                       AND (CAST($10 AS TEXT) IS NULL OR j.id LIKE $10 ESCAPE '\\' \
-                            OR lower(j.name) LIKE $11 ESCAPE '\\') \
-                     ORDER BY j.created_at DESC, j.id DESC LIMIT $5",
-                )
-                .text(after.map(|a| a.id.as_str()).unwrap_or(""))
-                .opt_text(filter.status.map(JobStatus::as_str))
-                .opt_text(filter.catalog.as_deref())
-                .opt_text(filter.engine_job_id.as_deref())
-                .int(i64::from(limit))
-                .opt_text(filter.engine.as_deref())
-                .opt_time(after.map(|a| a.created_at))
-                .opt_time(filter.created_after)
-                .opt_time(filter.created_before)
-                .opt_text(search.as_ref().map(|(id, _)| id.as_str()))
-                .opt_text(search.as_ref().map(|(_, name)| name.as_str())),
-            )
+            .rows(list_query(filter, after, limit))
             .await
             .map_err(StoreError::from_sqlx)?;
         // A job deleted meanwhile is simply not listed.
@@ -336,4 +310,69 @@ impl<B: Backend> JobStore for SqlStore<B> {
         }
         Ok(())
     }
+}
+
+/// The ids of a page of jobs, newest first. Only the filters given become
+/// conditions (no `$n IS NULL OR …`), so each database can walk the index
+/// that fits: SQLite would otherwise scan every newer job to reach a deep
+/// page.
+fn list_query<'a>(filter: &'a JobFilter, after: Option<&'a JobCursor>, limit: u32) -> Query<'a> {
+    let mut conditions: Vec<String> = Vec::new();
+    let mut params: Vec<Param<'a>> = Vec::new();
+    let mut bind = |param: Param<'a>| {
+        params.push(param);
+        params.len()
+    };
+    if let Some(after) = after {
+        let (at, id) = (
+            bind(Param::Time(after.created_at)),
+            bind(Param::Text(after.id.as_str())),
+        );
+        conditions.push(format!("(j.created_at, j.id) < (${at}, ${id})"));
+    }
+    if let Some(status) = filter.status {
+        conditions.push(format!(
+            "j.status = ${}",
+            bind(Param::Text(status.as_str()))
+        ));
+    }
+    if let Some(catalog) = filter.catalog.as_deref() {
+        let n = bind(Param::Text(catalog));
+        // The `LIMIT` keeps PostgreSQL from turning this into a join over
+        // every hook of the catalog: it checks the newest jobs one by one.
+        conditions.push(format!(
+            "EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = ${n} LIMIT 1)"
+        ));
+    }
+    if let Some(engine_job_id) = filter.engine_job_id.as_deref() {
+        conditions.push(format!(
+            "j.engine_job_id = ${}",
+            bind(Param::Text(engine_job_id))
+        ));
+    }
+    if let Some(engine) = filter.engine.as_deref() {
+        conditions.push(format!("j.engine = ${}", bind(Param::Text(engine))));
+    }
+    if let Some(from) = filter.created_after {
+        conditions.push(format!("j.created_at >= ${}", bind(Param::Time(from))));
+    }
+    if let Some(before) = filter.created_before {
+        conditions.push(format!("j.created_at < ${}", bind(Param::Time(before))));
+    }
+    if let Some((id_prefix, name_part)) = filter.search_patterns() {
+        let (id, name) = (bind(Param::Owned(id_prefix)), bind(Param::Owned(name_part)));
+        conditions.push(format!(
+            "(j.id LIKE ${id} ESCAPE '\\' OR lower(j.name) LIKE ${name} ESCAPE '\\')"
+        ));
+    }
+    let limit = bind(Param::Int(i64::from(limit)));
+    let conditions = match conditions.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {} ", conditions.join(" AND ")),
+    };
+    let mut query = Query::new(format!(
+        "SELECT j.id FROM jobs j {conditions}ORDER BY j.created_at DESC, j.id DESC LIMIT ${limit}"
+    ));
+    query.params = params;
+    query
 }

@@ -20,6 +20,8 @@ use super::{Keyring, StoreError};
 #[derive(Debug, Clone)]
 pub enum Param<'a> {
     Text(&'a str),
+    /// Text made for the query (a pattern, say).
+    Owned(String),
     OptText(Option<&'a str>),
     Int(i64),
     OptInt(Option<i64>),
@@ -294,6 +296,7 @@ macro_rules! sql_over {
             for param in params {
                 match param {
                     Param::Text(v) => arguments.add(*v)?,
+                    Param::Owned(v) => arguments.add(v.as_str())?,
                     Param::OptText(v) => arguments.add(*v)?,
                     Param::Int(v) => arguments.add(*v)?,
                     Param::OptInt(v) => arguments.add(*v)?,
