@@ -37,16 +37,8 @@ struct Args {
     /// Rows each job writes into its staging table.
     #[arg(long, default_value_t = 100)]
     rows: u32,
-    /// A PostgreSQL server (superuser) for the store and the target.
-    #[arg(
-        long,
-        env = "CTASD_BENCH_POSTGRES_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/test"
-    )]
-    postgres_url: String,
-    /// Passed by `cargo bench`.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    common: support::CommonArgs,
 }
 
 #[derive(Default)]
@@ -185,12 +177,20 @@ async fn main() {
         format!("ctasd_bench_store_{suffix}"),
         format!("ctasd_bench_target_{suffix}"),
     );
-    admin(&args.postgres_url, &format!("CREATE DATABASE {store_db}")).await;
-    admin(&args.postgres_url, &format!("CREATE DATABASE {target_db}")).await;
+    admin(
+        &args.common.postgres_url,
+        &format!("CREATE DATABASE {store_db}"),
+    )
+    .await;
+    admin(
+        &args.common.postgres_url,
+        &format!("CREATE DATABASE {target_db}"),
+    )
+    .await;
     let outcome = run(&args, &store_db, &target_db).await;
     for database in [&store_db, &target_db] {
         admin(
-            &args.postgres_url,
+            &args.common.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;
@@ -202,13 +202,13 @@ async fn main() {
 }
 
 async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String> {
-    let server = Server::start(Some(&with_database(&args.postgres_url, store_db))).await;
+    let server = Server::start(Some(&with_database(&args.common.postgres_url, store_db))).await;
     let base = server.base.clone();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.clients)
         .build()
         .unwrap();
-    let target_url = with_database(&args.postgres_url, target_db);
+    let target_url = with_database(&args.common.postgres_url, target_db);
     let (host_port, user) = {
         let rest = target_url.split_once("//").unwrap().1;
         let (user, rest) = rest.split_once('@').unwrap_or(("postgres", rest));

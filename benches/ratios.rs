@@ -36,16 +36,8 @@ struct Args {
     /// How long each side runs, in seconds.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
-    /// A PostgreSQL server (superuser) for the stores and the target.
-    #[arg(
-        long,
-        env = "CTASD_BENCH_POSTGRES_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/test"
-    )]
-    postgres_url: String,
-    /// Passed by `cargo bench`.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    common: support::CommonArgs,
 }
 
 /// One line of the result: what was measured, the machine's limit for
@@ -143,8 +135,12 @@ async fn lifecycle_ratio(args: &Args) -> Ratio {
     // The machine's limit: the statements above, through the same PostgreSQL,
     // on ctasd's own schema (as `ctasd migrate` makes it).
     let replay_db = unique_database("ctasd_ratio_replay");
-    admin(&args.postgres_url, &format!("CREATE DATABASE {replay_db}")).await;
-    let replay_url = with_database(&args.postgres_url, &replay_db);
+    admin(
+        &args.common.postgres_url,
+        &format!("CREATE DATABASE {replay_db}"),
+    )
+    .await;
+    let replay_url = with_database(&args.common.postgres_url, &replay_db);
     let scratch = tempfile::tempdir().unwrap();
     let migrated = Command::new(env!("CARGO_BIN_EXE_ctasd"))
         .args([
@@ -170,14 +166,18 @@ async fn lifecycle_ratio(args: &Args) -> Ratio {
         unique_database("ctasd_ratio_target"),
     );
     for database in [&store_db, &target_db] {
-        admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
+        admin(
+            &args.common.postgres_url,
+            &format!("CREATE DATABASE {database}"),
+        )
+        .await;
     }
-    let server = Server::start(Some(&with_database(&args.postgres_url, &store_db))).await;
+    let server = Server::start(Some(&with_database(&args.common.postgres_url, &store_db))).await;
     let lifecycles = http_lifecycles(&server, args, &target_db).await;
     drop(server);
     for database in [&replay_db, &store_db, &target_db] {
         admin(
-            &args.postgres_url,
+            &args.common.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;
@@ -254,7 +254,7 @@ async fn http_lifecycles(
         .build()
         .unwrap();
     let base = server.base.clone();
-    let target_url = with_database(&args.postgres_url, target_db);
+    let target_url = with_database(&args.common.postgres_url, target_db);
     let rest = target_url.split_once("//").unwrap().1;
     let (user, rest) = rest.split_once('@').unwrap_or(("postgres", rest));
     let host_port = rest.split('/').next().unwrap();
@@ -343,30 +343,20 @@ async fn read_ratio(args: &Args, store: Store) -> Ratio {
     let (server, name) = match store {
         Store::Sqlite => (Server::start(None).await, "SQLite"),
         Store::Postgres => {
-            admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
+            admin(
+                &args.common.postgres_url,
+                &format!("CREATE DATABASE {database}"),
+            )
+            .await;
             (
-                Server::start(Some(&with_database(&args.postgres_url, &database))).await,
+                Server::start(Some(&with_database(&args.common.postgres_url, &database))).await,
                 "PostgreSQL",
             )
         }
     };
     let client = reqwest::Client::new();
     let base = &server.base;
-    let post = |path: &str, body: Value| client.post(format!("{base}{path}")).json(&body).send();
-    post(
-        "/v1/catalogs",
-        json!({"name": "mem", "options": {"type": "generic_in_memory"}}),
-    )
-    .await
-    .unwrap();
-    let job: Value = post("/v1/jobs", json!({"name": "read me", "mode": "batch", "hooks": [{"kind": "create_table_as",
-        "target": {"catalog": "mem", "table": "t"}, "table": {"columns": [{"name": "n", "type": "INT"}]}}]}))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
-    let id = job["id"].as_str().expect("a job id").to_owned();
+    let id = support::submit_mem_job(&client, base, "read me").await;
     for status in ["CREATED", "RUNNING", "FINISHED"] {
         let reply = client
             .put(format!("{base}/v1/jobs/{id}/status"))
@@ -381,7 +371,7 @@ async fn read_ratio(args: &Args, store: Store) -> Ratio {
     drop(server);
     if let Store::Postgres = store {
         admin(
-            &args.postgres_url,
+            &args.common.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection};
 
 mod support;
@@ -29,16 +29,8 @@ struct Args {
     /// Reads of each page, for the median.
     #[arg(long, default_value_t = 20)]
     reads: usize,
-    /// A PostgreSQL server (superuser).
-    #[arg(
-        long,
-        env = "CTASD_BENCH_POSTGRES_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/test"
-    )]
-    postgres_url: String,
-    /// Passed by `cargo bench`.
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    common: support::CommonArgs,
 }
 
 /// The pages timed, as query strings of `GET /v1/jobs` (`{deep}`: the
@@ -88,35 +80,20 @@ async fn measure(args: &Args, postgres: bool, size: u64) -> (Vec<f64>, u64) {
     let database = unique_database("ctasd_scale");
     let data_dir = tempfile::tempdir().unwrap();
     let store_url = if postgres {
-        admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
-        with_database(&args.postgres_url, &database)
+        admin(
+            &args.common.postgres_url,
+            &format!("CREATE DATABASE {database}"),
+        )
+        .await;
+        with_database(&args.common.postgres_url, &database)
     } else {
         format!("sqlite:{}", data_dir.path().join("jobs.db").display())
     };
     // The template job, through the API.
     let server = Server::start(Some(&store_url)).await;
     let client = reqwest::Client::new();
-    let post = |path: &str, body: Value| {
-        client
-            .post(format!("{}{path}", server.base))
-            .json(&body)
-            .send()
-    };
-    post(
-        "/v1/catalogs",
-        json!({"name": "mem", "options": {"type": "generic_in_memory"}}),
-    )
-    .await
-    .unwrap();
-    let template: Value = post("/v1/jobs", json!({"name": "scaled", "mode": "batch", "hooks": [{"kind": "create_table_as",
-        "target": {"catalog": "mem", "table": "t"}, "table": {"columns": [{"name": "n", "type": "INT"}]}}]}))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let template = support::submit_mem_job(&client, &server.base, "scaled").await;
     drop(server);
-    let template = template["id"].as_str().expect("a job id").to_owned();
 
     let started = Instant::now();
     fill(&store_url, postgres, &template, size).await;
@@ -164,7 +141,7 @@ async fn measure(args: &Args, postgres: bool, size: u64) -> (Vec<f64>, u64) {
     drop(server);
     if postgres {
         admin(
-            &args.postgres_url,
+            &args.common.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;

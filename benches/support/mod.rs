@@ -9,6 +9,46 @@ use std::time::Duration;
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Connection};
 
+/// What every bench program takes.
+#[derive(clap::Args)]
+pub struct CommonArgs {
+    /// A PostgreSQL server (superuser) for stores and targets.
+    #[arg(
+        long,
+        env = "CTASD_BENCH_POSTGRES_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/test"
+    )]
+    pub postgres_url: String,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
+/// Registers the in-memory catalog `mem` on the server at `base` and
+/// submits a batch job `name` with one hook on it; the job's id.
+pub async fn submit_mem_job(client: &reqwest::Client, base: &str, name: &str) -> String {
+    let post = |path: &str, body: serde_json::Value| {
+        client.post(format!("{base}{path}")).json(&body).send()
+    };
+    let catalog = serde_json::json!({"name": "mem", "options": {"type": "generic_in_memory"}});
+    let registered = post("/v1/catalogs", catalog).await.expect("register mem");
+    assert!(
+        registered.status().is_success(),
+        "register mem: {}",
+        registered.status()
+    );
+    let job = serde_json::json!({"name": name, "mode": "batch", "hooks": [{"kind": "create_table_as",
+        "target": {"catalog": "mem", "table": "t"},
+        "table": {"columns": [{"name": "n", "type": "INT"}]}}]});
+    let submitted: serde_json::Value = post("/v1/jobs", job)
+        .await
+        .expect("submit a job")
+        .json()
+        .await
+        .expect("a job");
+    submitted["id"].as_str().expect("a job id").to_owned()
+}
+
 /// A `ctasd serve` child process, killed when dropped.
 pub struct Server {
     child: Child,

@@ -3,6 +3,7 @@
 //! (which moves its `updated_at`) or when retention deletes it; its JSON
 //! and `ETag` are kept here and answered after one indexed read of
 //! `updated_at`, instead of three reads, a decryption and a serialization.
+//! A job not kept is read as any other, with no extra read.
 //! The check reads the store every time, so a replica never answers a
 //! version that another replica replaced. At most [`MAX_BYTES`] are kept.
 
@@ -29,13 +30,10 @@ struct Kept {
 }
 
 impl JobViews {
-    /// The job as rendered when it last changed at `updated_at`, if kept.
-    pub fn get(&self, id: &JobId, updated_at: DateTime<Utc>) -> Option<Rendered> {
+    /// The job as kept, with the `updated_at` it had when rendered.
+    pub fn get(&self, id: &JobId) -> Option<(DateTime<Utc>, Rendered)> {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        match kept.jobs.get(id) {
-            Some((at, rendered)) if *at == updated_at => Some(rendered.clone()),
-            _ => None,
-        }
+        kept.jobs.get(id).cloned()
     }
 
     /// Keeps a job at rest as rendered; when full, makes room by dropping

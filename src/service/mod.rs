@@ -99,11 +99,11 @@ impl Services {
     /// and how many actions wait or failed: the dashboard's header.
     pub async fn overview(&self) -> Result<Overview, ServiceError> {
         let figures = self.store.figures().await?;
+        let counted = self.store.jobs_by_status().await?;
         let jobs_by_status = JobStatus::ALL
             .into_iter()
             .map(|status| {
-                let jobs = figures
-                    .jobs_by_status
+                let jobs = counted
                     .iter()
                     .find(|(s, _)| *s == status)
                     .map_or(0, |(_, n)| *n);

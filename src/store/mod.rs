@@ -371,13 +371,15 @@ pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencySto
 
     /// What an operator graphs: pending and failed actions, pool use.
     async fn figures(&self) -> Result<StoreFigures, StoreError>;
+
+    /// How many jobs are in each status (statuses no job is in are left out).
+    async fn jobs_by_status(&self)
+    -> Result<Vec<(crate::domain::job::JobStatus, i64)>, StoreError>;
 }
 
-/// The store as metrics and the dashboard's header show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The store as metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreFigures {
-    /// Jobs by status (statuses no job is in are left out).
-    pub jobs_by_status: Vec<(crate::domain::job::JobStatus, i64)>,
     pub pending_actions: i64,
     pub failed_actions: i64,
     pub connections: sql::PoolUse,
@@ -427,23 +429,28 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
                 .find(|(s, _)| s == state)
                 .map_or(0, |(_, n)| *n)
         };
-        let by_status: Vec<(String, i64)> = self
+        Ok(StoreFigures {
+            pending_actions: count("pending"),
+            failed_actions: count("failed"),
+            connections: self.backend.pool_use(),
+        })
+    }
+
+    async fn jobs_by_status(
+        &self,
+    ) -> Result<Vec<(crate::domain::job::JobStatus, i64)>, StoreError> {
+        use sql::Sql;
+        let counts: Vec<(String, i64)> = self
             .pool()
             .rows(sql::Query::new(
                 "SELECT status, count(*) FROM jobs GROUP BY status",
             ))
             .await
             .map_err(StoreError::from_sqlx)?;
-        let jobs_by_status = by_status
+        counts
             .into_iter()
             .map(|(status, n)| Ok((rows::job_status(&status)?, n)))
-            .collect::<Result<_, StoreError>>()?;
-        Ok(StoreFigures {
-            jobs_by_status,
-            pending_actions: count("pending"),
-            failed_actions: count("failed"),
-            connections: self.backend.pool_use(),
-        })
+            .collect()
     }
 }
 

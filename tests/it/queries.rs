@@ -106,6 +106,13 @@ async fn a_status_report_reads_the_job_once_after_its_transition() {
     let first_read = statements_of(&log, "read-first");
     let read_again = statements_of(&log, "read-again");
     assert_eq!(first_read.iter().filter(|s| is_job_read(s)).count(), 1);
+    assert!(
+        !first_read
+            .iter()
+            .any(|s| s.contains("SELECT updated_at FROM jobs")),
+        "a job not kept is read once, with no freshness check:\n{}",
+        first_read.join("\n")
+    );
     assert_eq!(
         read_again.len(),
         1,
