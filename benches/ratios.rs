@@ -6,6 +6,9 @@
 //!   statements and DDL replayed as raw SQL by `pgbench` through the same
 //!   PostgreSQL (no rows written by either; the replay also drops the table,
 //!   so its target does not grow).
+//! - Status reports that imply no action (a streaming job moving between
+//!   `RUNNING` and `RESTARTING`) over HTTP, against one `UPDATE` of the job's
+//!   row replayed by `pgbench` through the same PostgreSQL.
 //! - `GET /v1/jobs/{job}` of a finished job against `/healthz` of the same
 //!   process, with `wrk`, on the SQLite store and on PostgreSQL.
 //!
@@ -67,7 +70,7 @@ async fn main() {
         args.seconds,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let mut ratios = vec![lifecycle_ratio(&args).await];
+    let mut ratios = vec![lifecycle_ratio(&args).await, report_ratio(&args).await];
     for store in [Store::Sqlite, Store::Postgres] {
         ratios.push(read_ratio(&args, store).await);
     }
@@ -134,27 +137,9 @@ DROP TABLE target.t_:id;
 async fn lifecycle_ratio(args: &Args) -> Ratio {
     // The machine's limit: the statements above, through the same PostgreSQL,
     // on ctasd's own schema (as `ctasd migrate` makes it).
-    let replay_db = unique_database("ctasd_ratio_replay");
-    admin(
-        &args.common.postgres_url,
-        &format!("CREATE DATABASE {replay_db}"),
-    )
-    .await;
+    let replay_db = migrated_database(args, "ctasd_ratio_replay").await;
     let replay_url = with_database(&args.common.postgres_url, &replay_db);
     let scratch = tempfile::tempdir().unwrap();
-    let migrated = Command::new(env!("CARGO_BIN_EXE_ctasd"))
-        .args([
-            "migrate",
-            "--log",
-            "warn",
-            "--database-url",
-            &replay_url,
-            "--data-dir",
-        ])
-        .arg(scratch.path())
-        .status()
-        .expect("run ctasd migrate");
-    assert!(migrated.success(), "ctasd migrate on the replay database");
     admin(&replay_url, "CREATE SCHEMA target").await;
     let script = scratch.path().join("lifecycle.sql");
     std::fs::write(&script, REPLAYED_LIFECYCLE).unwrap();
@@ -204,6 +189,166 @@ async fn lifecycle_ratio(args: &Args) -> Ratio {
         ctasd: lifecycles,
         details,
     }
+}
+
+/// The replayed report that implies no action: one statement, the job's
+/// row, one job per client.
+const REPLAYED_REPORT: &str = "UPDATE jobs SET status = CASE status WHEN 'RUNNING' THEN 'RESTARTING' \
+     ELSE 'RUNNING' END, updated_at = now(), moved_at = now() WHERE id = 'replay' || :client_id;\n";
+
+async fn report_ratio(args: &Args) -> Ratio {
+    let replay_db = migrated_database(args, "ctasd_ratio_report_replay").await;
+    let replay_url = with_database(&args.common.postgres_url, &replay_db);
+    admin(
+        &replay_url,
+        &format!(
+            "INSERT INTO jobs (id, name, mode, status, fingerprint, created_at, updated_at, moved_at) \
+             SELECT 'replay' || n, 'replay', 'streaming', 'RUNNING', 'replay' || n, now(), now(), now() \
+             FROM generate_series(0, {}) n",
+            args.clients - 1
+        ),
+    )
+    .await;
+    let scratch = tempfile::tempdir().unwrap();
+    let script = scratch.path().join("report.sql");
+    std::fs::write(&script, REPLAYED_REPORT).unwrap();
+    let replay = pgbench(&replay_url, &script, args);
+
+    let store_db = unique_database("ctasd_ratio_report_store");
+    admin(
+        &args.common.postgres_url,
+        &format!("CREATE DATABASE {store_db}"),
+    )
+    .await;
+    let server = Server::start(Some(&with_database(&args.common.postgres_url, &store_db))).await;
+    let (reports, mut latencies, errors) = http_reports(&server, args).await;
+    drop(server);
+    for database in [&replay_db, &store_db] {
+        admin(
+            &args.common.postgres_url,
+            &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
+        )
+        .await;
+    }
+    latencies.0.sort();
+    Ratio {
+        work: "report with no action, PostgreSQL store".into(),
+        limit_name: "UPDATE".into(),
+        limit: replay.0,
+        ctasd: reports,
+        details: vec![format!(
+            "replay {:.0} updates/s; ctasd {reports:.0} reports/s, {errors} errors, \
+             p50 {:.1} ms  p99 {:.1} ms  p99/p50 {:.1}",
+            replay.0,
+            ms(latencies.quantile(0.5)),
+            ms(latencies.quantile(0.99)),
+            latencies.quantile(0.99).as_secs_f64() / latencies.quantile(0.5).as_secs_f64()
+        )],
+    }
+}
+
+/// K clients, each with its own streaming job on an in-memory catalog,
+/// reporting RESTARTING and RUNNING in turn for the configured time:
+/// reports per second, their latencies, errors.
+async fn http_reports(server: &Server, args: &Args) -> (f64, Samples, usize) {
+    let client = reqwest::Client::new();
+    let base = server.base.clone();
+    let registered = client
+        .post(format!("{base}/v1/catalogs"))
+        .json(&json!({"name": "mem", "options": {"type": "generic_in_memory"}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(registered.status().is_success());
+    let mut jobs = Vec::new();
+    for worker in 0..args.clients {
+        let job = json!({"name": format!("reporter {worker}"), "mode": "streaming", "hooks": [{"kind": "create_table_as",
+            "target": {"catalog": "mem", "table": format!("t{worker}")},
+            "table": {"columns": [{"name": "n", "type": "INT"}]}}]});
+        let submitted: Value = client
+            .post(format!("{base}/v1/jobs"))
+            .json(&job)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = submitted["id"].as_str().expect("a job id").to_owned();
+        for status in ["CREATED", "RUNNING"] {
+            let reply = client
+                .put(format!("{base}/v1/jobs/{id}/status"))
+                .json(&json!({"status": status}))
+                .send()
+                .await
+                .unwrap();
+            assert!(reply.status().is_success());
+        }
+        jobs.push(id);
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.seconds);
+    let workers: Vec<_> = jobs
+        .into_iter()
+        .map(|id| {
+            let (client, base) = (client.clone(), base.clone());
+            tokio::spawn(async move {
+                let (mut latencies, mut errors) = (Vec::new(), 0);
+                for status in ["RESTARTING", "RUNNING"].iter().cycle() {
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    let begun = Instant::now();
+                    let reply = client
+                        .put(format!("{base}/v1/jobs/{id}/status"))
+                        .json(&json!({"status": status}))
+                        .send()
+                        .await;
+                    match reply {
+                        Ok(reply) if reply.status().is_success() => {
+                            let _ = reply.bytes().await;
+                            latencies.push(begun.elapsed());
+                        }
+                        _ => errors += 1,
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let (mut latencies, mut errors) = (Samples::default(), 0);
+    for worker in workers {
+        let (times, failed) = worker.await.unwrap();
+        latencies.0.extend(times);
+        errors += failed;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    (latencies.0.len() as f64 / elapsed, latencies, errors)
+}
+
+/// A new database with ctasd's schema, as `ctasd migrate` makes it.
+async fn migrated_database(args: &Args, prefix: &str) -> String {
+    let database = unique_database(prefix);
+    admin(
+        &args.common.postgres_url,
+        &format!("CREATE DATABASE {database}"),
+    )
+    .await;
+    let scratch = tempfile::tempdir().unwrap();
+    let migrated = Command::new(env!("CARGO_BIN_EXE_ctasd"))
+        .args([
+            "migrate",
+            "--log",
+            "warn",
+            "--database-url",
+            &with_database(&args.common.postgres_url, &database),
+            "--data-dir",
+        ])
+        .arg(scratch.path())
+        .status()
+        .expect("run ctasd migrate");
+    assert!(migrated.success(), "ctasd migrate on {database}");
+    database
 }
 
 /// Runs `script` with pgbench; transactions (lifecycles) per second and

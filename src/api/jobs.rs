@@ -19,6 +19,7 @@ use super::auth::{Authorized, need};
 use super::error::{ApiError, Problem, ProblemCode};
 use super::etag::{IfMatch, Rendered, Tagged};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::job_views::Kept;
 use super::openapi::StringMap;
 use super::{AppState, page};
 use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
@@ -495,24 +496,21 @@ async fn get_job(
     ApiPath(job): ApiPath<String>,
 ) -> Result<Rendered, ApiError> {
     let id = path_job_id(&job)?;
-    // A job kept rendered costs one read of when it last changed; any other
-    // job is read once, as before.
-    if let Some((updated_at, kept)) = state.job_views.get(&id) {
-        match state.services.job_updated_at(&id).await {
-            Ok(now) if now == updated_at => return Ok(kept),
-            Ok(_) => {}
-            Err(gone) => {
-                state.job_views.forget(&id);
-                return Err(gone.into());
-            }
-        }
+    if let Some(kept) = state.job_views.current(&state.services, &id).await? {
+        return Ok(kept);
     }
+    let mark = state.services.at_rest_mark();
     let record = state.services.job(&id).await?;
     let rendered = Rendered::json(&view(&state, &record))?;
     if record.is_at_rest() {
-        state
-            .job_views
-            .keep(id, record.updated_at, rendered.clone());
+        state.job_views.keep(
+            id,
+            Kept {
+                mark,
+                updated_at: record.updated_at,
+                rendered: rendered.clone(),
+            },
+        );
     }
     Ok(rendered)
 }

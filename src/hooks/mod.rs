@@ -63,6 +63,7 @@ impl HookRunner {
     /// becomes due for the job, waits (briefly) for actions another runner
     /// holds, and answers the job as it then stands. The job is read from
     /// the store once; again only while another runner holds its actions.
+    /// Due actions are claimed again only while the job has some pending.
     pub async fn settle_job(
         &self,
         job: &JobId,
@@ -84,10 +85,19 @@ impl HookRunner {
                 let results = self.run(&record, claimed).await?;
                 note_results(&mut record, &results);
             }
-            claimed = self
-                .store
-                .claim_due_actions(Some(job), LEASE, 16, Duration::ZERO)
-                .await?;
+            // Nothing pending in the job as read: the claims a move records
+            // are the reporter's own, made in its transaction.
+            let pending = record
+                .actions
+                .iter()
+                .any(|a| a.state == ActionState::Pending);
+            claimed = if pending {
+                self.store
+                    .claim_due_actions(Some(job), LEASE, 16, Duration::ZERO)
+                    .await?
+            } else {
+                Vec::new()
+            };
             if !claimed.is_empty() {
                 continue;
             }

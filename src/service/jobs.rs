@@ -21,15 +21,6 @@ pub struct JobEvents {
 }
 
 impl Services {
-    /// When the job last changed: enough to tell whether a job at rest
-    /// (see [`JobRecord::is_at_rest`]) read earlier is still current.
-    pub async fn job_updated_at(&self, id: &JobId) -> Result<DateTime<Utc>, ServiceError> {
-        self.store
-            .job_updated_at(id)
-            .await?
-            .ok_or_else(|| ServiceError::JobNotFound(id.to_string()))
-    }
-
     pub async fn job(&self, id: &JobId) -> Result<JobRecord, ServiceError> {
         self.store
             .get_job(id)
@@ -74,8 +65,7 @@ impl Services {
             }
             other => other.map(str::to_owned),
         };
-        self.store
-            .set_engine_job_id(id, engine_job_id.as_deref())
+        self.changing_jobs_at_rest(self.store.set_engine_job_id(id, engine_job_id.as_deref()))
             .await?;
         self.job(id).await
     }
@@ -121,8 +111,7 @@ impl Services {
         let mut purged = 0;
         loop {
             let batch = self
-                .store
-                .purge_ended_jobs(ended_before, PURGE_BATCH)
+                .changing_jobs_at_rest(self.store.purge_ended_jobs(ended_before, PURGE_BATCH))
                 .await?;
             purged += batch;
             if batch < u64::from(PURGE_BATCH) {

@@ -6,6 +6,7 @@
 
 mod catalogs;
 mod engines;
+mod freshness;
 mod idempotency;
 mod jobs;
 mod report;
@@ -44,6 +45,7 @@ pub struct Services {
     /// The HTTP client every engine is reached with.
     engines_http: Arc<reqwest::Client>,
     metrics: Arc<Metrics>,
+    freshness: freshness::Freshness,
 }
 
 impl Services {
@@ -59,6 +61,7 @@ impl Services {
             hooks,
             engines_http: crate::engine::flink::http_client(),
             metrics,
+            freshness: freshness::Freshness::default(),
         }
     }
 

@@ -205,13 +205,21 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .pop())
     }
 
-    async fn job_updated_at(&self, id: &JobId) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let row: Option<(DateTime<Utc>,)> = self
-            .pool()
-            .row(Query::new("SELECT updated_at FROM jobs WHERE id = $1").text(id.as_str()))
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        Ok(row.map(|(at,)| at))
+    async fn jobs_updated_at(
+        &self,
+        ids: &[&str],
+    ) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
+        let mut pool = self.pool();
+        let query = match ids {
+            [] => return Ok(Vec::new()),
+            [id] => Query::new("SELECT id, updated_at FROM jobs WHERE id = $1").text(id),
+            _ => Query::new(format!(
+                "SELECT id, updated_at FROM jobs WHERE {}",
+                (pool.dialect().in_list)("id", 1)
+            ))
+            .texts(ids.to_vec()),
+        };
+        pool.rows(query).await.map_err(StoreError::from_sqlx)
     }
 
     async fn list_jobs(

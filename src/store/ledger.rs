@@ -14,7 +14,7 @@ use super::{Ledger, Moved, StoreError};
 use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionResult, Decision, DecisionError, HookAction, Preparation,
-    abort_after_giving_up, decide, history_rows, planned_actions,
+    abort_after_giving_up, decide, history_rows, plan, planned_actions,
 };
 
 fn millis(at: DateTime<Utc>) -> i64 {
@@ -67,14 +67,21 @@ async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<LockedJob, StoreError
 }
 
 /// Records the actions of a move, each hook's begin or create that still
-/// waits giving way to an abort recorded for it.
+/// waits giving way to an abort recorded for it; whether there were any.
 async fn record_move(
     tx: &mut impl Sql,
     id: &JobId,
     job: &LockedJob,
     transition: &Transition,
     now: DateTime<Utc>,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
+    let plans_any = transition
+        .steps()
+        .into_iter()
+        .any(|(from, to)| plan(job.mode, job.preparation, from, to).is_some());
+    if !plans_any {
+        return Ok(false);
+    }
     let hooks: Vec<(i64, bool)> = tx
         .rows(
             Query::new(
@@ -107,7 +114,7 @@ async fn record_move(
         }
         insert_action(tx, id, hook_index, action, trigger, now).await?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Records an action due now.
@@ -158,6 +165,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             check_transition(id, &job.status, report.status)?
         };
         let now = Utc::now();
+        let mut recorded = false;
         if let Transition::Move { .. } = transition {
             tx.execute(
                 Query::new(
@@ -190,11 +198,14 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 .await
                 .map_err(StoreError::from_sqlx)?;
             }
-            record_move(&mut tx, id, &job, &transition, now).await?;
+            recorded = record_move(&mut tx, id, &job, &transition, now).await?;
         }
         // The reporter runs what is due for the job at once: claimed in the
-        // same transaction, so no other runner starts it meanwhile.
-        let Some(lease) = lease else {
+        // same transaction, so no other runner starts it meanwhile. A move
+        // that recorded nothing leaves older actions to the reporter's own
+        // claim, made only when the job has some pending.
+        let moved_without_actions = matches!(transition, Transition::Move { .. }) && !recorded;
+        let Some(lease) = lease.filter(|_| !moved_without_actions) else {
             self.commit(tx).await?;
             return Ok(Moved {
                 transition,

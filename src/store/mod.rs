@@ -219,9 +219,13 @@ pub trait JobStore: Send + Sync {
     /// The job with its hooks and its whole action ledger, oldest first.
     async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>, StoreError>;
 
-    /// When the job last changed (its `updated_at`): one indexed read, for
-    /// checking a job kept rendered; `None` when there is no such job.
-    async fn job_updated_at(&self, id: &JobId) -> Result<Option<DateTime<Utc>>, StoreError>;
+    /// When each of these jobs last changed (its `updated_at`), in one
+    /// indexed read, for checking jobs kept rendered; a job that does not
+    /// exist is left out.
+    async fn jobs_updated_at(
+        &self,
+        ids: &[&str],
+    ) -> Result<Vec<(String, DateTime<Utc>)>, StoreError>;
 
     /// Jobs newest first (by creation time, then id), strictly after
     /// `after`, that match `filter`.
@@ -363,6 +367,10 @@ pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencySto
     /// no catalog may point at.
     fn local_files(&self) -> Vec<std::path::PathBuf>;
 
+    /// Whether this process is the only one that can open the store, so
+    /// that every change to it is made here.
+    fn sole_process(&self) -> bool;
+
     /// Runs the pending migrations of this backend.
     async fn migrate(&self) -> Result<(), StoreError>;
 
@@ -393,6 +401,10 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
 
     fn local_files(&self) -> Vec<std::path::PathBuf> {
         self.backend.local_files()
+    }
+
+    fn sole_process(&self) -> bool {
+        B::SOLE_PROCESS
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

@@ -356,3 +356,79 @@ async fn a_job_at_rest_is_answered_as_rendered_until_it_changes_on_any_replica()
     first.get(&path).await.assert_problem(404, "JOB_NOT_FOUND");
     second.get(&path).await.assert_problem(404, "JOB_NOT_FOUND");
 }
+
+/// On SQLite the process is the store's only user: a job at rest is
+/// answered with no read of the store, and a change made through this
+/// process is answered at once.
+#[tokio::test]
+async fn a_job_at_rest_on_sqlite_is_answered_as_rendered_until_this_process_changes_it() {
+    let app = TestApp::spawn().await;
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    let id = app.submit(&job("kept", "kept")).await.id;
+    app.report_all(&id, &[Created, Running, Finished]).await;
+    let path = format!("/v1/jobs/{id}");
+    let read = app.get(&path).await;
+    assert_eq!(app.get(&path).await.text, read.text);
+
+    let patched = app.patch(&path, &json!({"engine_job_id": "d4e5f6"})).await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    let after = app.get(&path).await;
+    assert_eq!(after.body["engine_job_id"], "d4e5f6", "{}", after.text);
+    assert_ne!(after.headers["etag"], read.headers["etag"]);
+    assert_eq!(app.get(&path).await.text, after.text);
+}
+
+/// Reads of kept jobs that arrive together are checked together: each
+/// still answers its own job, and a change made on another replica before
+/// the reads is seen by every one of them.
+#[tokio::test]
+async fn concurrent_reads_of_jobs_at_rest_each_answer_their_own_job_as_it_stands() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let first = TestApp::spawn_with(Some(&store.url)).await;
+    let second = first.sibling().await;
+    first
+        .register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let name = format!("kept{n}");
+        let id = first.submit(&job(&name, &name)).await.id;
+        first.report_all(&id, &[Created, Running, Finished]).await;
+        assert_eq!(first.get(&format!("/v1/jobs/{id}")).await.status, 200);
+        ids.push(id);
+    }
+    let patched = second
+        .patch(
+            &format!("/v1/jobs/{}", ids[0]),
+            &json!({"engine_job_id": "f00d"}),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+
+    let reads: Vec<_> = (0..64)
+        .map(|n| {
+            let (client, url, id) = (
+                first.client.clone(),
+                first.url(&format!("/v1/jobs/{}", ids[n % 4])),
+                ids[n % 4].clone(),
+            );
+            tokio::spawn(async move {
+                let body: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+                (id, body)
+            })
+        })
+        .collect();
+    for read in reads {
+        let (id, body) = read.await.unwrap();
+        assert_eq!(body["id"], id.as_str(), "{body}");
+        let expected = if id == ids[0] {
+            json!("f00d")
+        } else {
+            Value::Null
+        };
+        assert_eq!(body["engine_job_id"], expected, "{body}");
+    }
+}
