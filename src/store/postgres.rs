@@ -23,6 +23,7 @@ static DIALECT: Dialect = Dialect {
     for_share: " FOR SHARE",
     skip_locked: " FOR UPDATE SKIP LOCKED",
     in_list: |column, param| format!("{column} = ANY(${param})"),
+    through_index: |_| String::new(),
 };
 
 /// The store for production and replicas.

@@ -123,6 +123,10 @@ pub struct Dialect {
     pub skip_locked: &'static str,
     /// `<column> IN <list parameter n>`, as the dialect spells it.
     pub in_list: fn(column: &str, param: usize) -> String,
+    /// Put after a table in `FROM` to read it through the named index,
+    /// where the planner cannot be trusted to (SQLite: `INDEXED BY`, which
+    /// fails the statement if the index cannot serve it).
+    pub through_index: fn(index: &str) -> String,
 }
 
 /// Runs queries: on a pool (each statement by itself) or in a transaction.

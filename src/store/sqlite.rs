@@ -29,6 +29,7 @@ static DIALECT: Dialect = Dialect {
     for_share: "",
     skip_locked: "",
     in_list: |column, param| format!("{column} IN (SELECT value FROM json_each(${param}))"),
+    through_index: |index| format!(" INDEXED BY {index}"),
 };
 
 /// The embedded store.
