@@ -61,6 +61,11 @@ impl Server {
     /// the store at `database_url` (`None`: the embedded SQLite), and waits
     /// until it is ready.
     pub async fn start(database_url: Option<&str>) -> Server {
+        Self::start_with(database_url, &[]).await
+    }
+
+    /// As [`Server::start`], with more arguments to `ctasd serve`.
+    pub async fn start_with(database_url: Option<&str>, more: &[&str]) -> Server {
         let data_dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -78,6 +83,7 @@ impl Server {
                 "--data-dir",
             ])
             .arg(data_dir.path())
+            .args(more)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         if let Some(url) = database_url {

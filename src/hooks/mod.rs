@@ -11,11 +11,12 @@
 mod execute;
 
 use crate::metrics::Metrics;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::watch;
 
 use crate::catalog::LiveCatalogs;
@@ -34,6 +35,10 @@ const RENEW_EVERY: Duration = Duration::from_secs(5);
 const UNTRIED_GRACE: Duration = Duration::from_secs(2);
 /// How long a status report waits for actions that another runner holds.
 const WAIT_FOR_OTHERS: Duration = Duration::from_secs(20);
+/// Due actions claimed at a time by the resumer.
+const RESUME_BATCH: u32 = 64;
+/// Jobs whose due actions the resumer runs side by side.
+const JOBS_RESUMED_AT_ONCE: usize = 8;
 /// Longest one attempt at an action may take (connect, DDL, rename, checks).
 const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -116,32 +121,38 @@ impl HookRunner {
             .ok_or_else(|| StoreError::JobNotFound(job.to_string()))
     }
 
-    /// Runs every due action of every job; returns how many ran.
+    /// Runs every due action of every job; returns how many ran. The jobs
+    /// of one claimed batch run side by side (each job's actions in order):
+    /// after a crash, thousands may be due at once.
     pub async fn run_due(&self) -> Result<usize, StoreError> {
         let mut total = 0;
         loop {
             let claimed = self
                 .store
-                .claim_due_actions(None, LEASE, 32, UNTRIED_GRACE)
+                .claim_due_actions(None, LEASE, RESUME_BATCH, UNTRIED_GRACE)
                 .await?;
             if claimed.is_empty() {
                 return Ok(total);
             }
             total += claimed.len();
-            let mut jobs: Vec<JobId> = claimed.iter().map(|a| a.job_id.clone()).collect();
-            jobs.sort();
-            jobs.dedup();
-            for job in jobs {
-                let actions: Vec<ActionRecord> = claimed
-                    .iter()
-                    .filter(|a| a.job_id == job)
-                    .cloned()
-                    .collect();
-                // A job deleted meanwhile has nothing left to run.
-                if let Some(record) = self.store.get_job(&job).await? {
-                    self.run(&record, actions).await?;
-                }
+            let mut by_job: BTreeMap<JobId, Vec<ActionRecord>> = BTreeMap::new();
+            for action in claimed {
+                by_job
+                    .entry(action.job_id.clone())
+                    .or_default()
+                    .push(action);
             }
+            futures_util::stream::iter(by_job)
+                .map(|(job, actions)| async move {
+                    // A job deleted meanwhile has nothing left to run.
+                    if let Some(record) = self.store.get_job(&job).await? {
+                        self.run(&record, actions).await?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+                .buffer_unordered(JOBS_RESUMED_AT_ONCE)
+                .try_collect::<()>()
+                .await?;
         }
     }
 
