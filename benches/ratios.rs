@@ -33,14 +33,22 @@ use support::{Samples, Server, admin, ms, unique_database, with_database};
 
 #[derive(Parser)]
 struct Args {
-    /// Concurrent clients on each side.
-    #[arg(long, default_value_t = 16)]
-    clients: usize,
+    /// Concurrent clients on each side; several (`1,4,16,64`) measure each
+    /// in turn, for the curve.
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    clients: Vec<usize>,
     /// How long each side runs, in seconds.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
     #[command(flatten)]
     common: support::CommonArgs,
+}
+
+/// One run of every side: how many clients, for how long, where.
+struct Load {
+    clients: usize,
+    seconds: u64,
+    postgres_url: String,
 }
 
 /// One line of the result: what was measured, the machine's limit for
@@ -64,22 +72,45 @@ async fn main() {
             std::process::exit(1);
         }
     }
-    println!(
-        "ratios: {} clients, {} s per side, on {} cores",
-        args.clients,
-        args.seconds,
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    let mut ratios = vec![lifecycle_ratio(&args).await, report_ratio(&args).await];
-    for store in [Store::Sqlite, Store::Postgres] {
-        ratios.push(read_ratio(&args, store).await);
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut curve = Vec::new();
+    for &clients in &args.clients {
+        let load = Load {
+            clients,
+            seconds: args.seconds,
+            postgres_url: args.common.postgres_url.clone(),
+        };
+        println!(
+            "ratios: {clients} clients, {} s per side, on {cores} cores",
+            load.seconds
+        );
+        let mut ratios = vec![lifecycle_ratio(&load).await, report_ratio(&load).await];
+        for store in [Store::Sqlite, Store::Postgres] {
+            ratios.push(read_ratio(&load, store).await);
+        }
+        print_table(&ratios);
+        for r in &ratios {
+            for line in &r.details {
+                println!("ratios: {}: {line}", r.work);
+            }
+        }
+        curve.push((clients, ratios));
     }
+    if curve.len() > 1 {
+        println!("ratios: the curve, ctasd's figure and ratio by clients");
+        for (clients, ratios) in &curve {
+            println!("ratios: {clients} clients");
+            print_table(ratios);
+        }
+    }
+}
 
+fn print_table(ratios: &[Ratio]) {
     println!(
         "ratios: {:<44} {:>28} {:>16} {:>6}",
         "work", "limit (same machine, same run)", "ctasd", "ratio"
     );
-    for r in &ratios {
+    for r in ratios {
         println!(
             "ratios: {:<44} {:>28} {:>16} {:>6.2}",
             r.work,
@@ -87,11 +118,6 @@ async fn main() {
             format!("{:.0}/s", r.ctasd),
             r.ctasd / r.limit
         );
-    }
-    for r in &ratios {
-        for line in &r.details {
-            println!("ratios: {}: {line}", r.work);
-        }
     }
 }
 
@@ -134,11 +160,11 @@ SELECT * FROM actions WHERE job_id = ':id' ORDER BY id;
 DROP TABLE target.t_:id;
 "#;
 
-async fn lifecycle_ratio(args: &Args) -> Ratio {
+async fn lifecycle_ratio(args: &Load) -> Ratio {
     // The machine's limit: the statements above, through the same PostgreSQL,
     // on ctasd's own schema (as `ctasd migrate` makes it).
     let replay_db = migrated_database(args, "ctasd_ratio_replay").await;
-    let replay_url = with_database(&args.common.postgres_url, &replay_db);
+    let replay_url = with_database(&args.postgres_url, &replay_db);
     let scratch = tempfile::tempdir().unwrap();
     admin(&replay_url, "CREATE SCHEMA target").await;
     let script = scratch.path().join("lifecycle.sql");
@@ -151,18 +177,14 @@ async fn lifecycle_ratio(args: &Args) -> Ratio {
         unique_database("ctasd_ratio_target"),
     );
     for database in [&store_db, &target_db] {
-        admin(
-            &args.common.postgres_url,
-            &format!("CREATE DATABASE {database}"),
-        )
-        .await;
+        admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
     }
-    let server = Server::start(Some(&with_database(&args.common.postgres_url, &store_db))).await;
+    let server = Server::start(Some(&with_database(&args.postgres_url, &store_db))).await;
     let lifecycles = http_lifecycles(&server, args, &target_db).await;
     drop(server);
     for database in [&replay_db, &store_db, &target_db] {
         admin(
-            &args.common.postgres_url,
+            &args.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;
@@ -196,9 +218,9 @@ async fn lifecycle_ratio(args: &Args) -> Ratio {
 const REPLAYED_REPORT: &str = "UPDATE jobs SET status = CASE status WHEN 'RUNNING' THEN 'RESTARTING' \
      ELSE 'RUNNING' END, updated_at = now(), moved_at = now() WHERE id = 'replay' || :client_id;\n";
 
-async fn report_ratio(args: &Args) -> Ratio {
+async fn report_ratio(args: &Load) -> Ratio {
     let replay_db = migrated_database(args, "ctasd_ratio_report_replay").await;
-    let replay_url = with_database(&args.common.postgres_url, &replay_db);
+    let replay_url = with_database(&args.postgres_url, &replay_db);
     admin(
         &replay_url,
         &format!(
@@ -215,17 +237,13 @@ async fn report_ratio(args: &Args) -> Ratio {
     let replay = pgbench(&replay_url, &script, args);
 
     let store_db = unique_database("ctasd_ratio_report_store");
-    admin(
-        &args.common.postgres_url,
-        &format!("CREATE DATABASE {store_db}"),
-    )
-    .await;
-    let server = Server::start(Some(&with_database(&args.common.postgres_url, &store_db))).await;
+    admin(&args.postgres_url, &format!("CREATE DATABASE {store_db}")).await;
+    let server = Server::start(Some(&with_database(&args.postgres_url, &store_db))).await;
     let (reports, mut latencies, errors) = http_reports(&server, args).await;
     drop(server);
     for database in [&replay_db, &store_db] {
         admin(
-            &args.common.postgres_url,
+            &args.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;
@@ -250,7 +268,7 @@ async fn report_ratio(args: &Args) -> Ratio {
 /// K clients, each with its own streaming job on an in-memory catalog,
 /// reporting RESTARTING and RUNNING in turn for the configured time:
 /// reports per second, their latencies, errors.
-async fn http_reports(server: &Server, args: &Args) -> (f64, Samples, usize) {
+async fn http_reports(server: &Server, args: &Load) -> (f64, Samples, usize) {
     let client = reqwest::Client::new();
     let base = server.base.clone();
     let registered = client
@@ -327,13 +345,9 @@ async fn http_reports(server: &Server, args: &Args) -> (f64, Samples, usize) {
 }
 
 /// A new database with ctasd's schema, as `ctasd migrate` makes it.
-async fn migrated_database(args: &Args, prefix: &str) -> String {
+async fn migrated_database(args: &Load, prefix: &str) -> String {
     let database = unique_database(prefix);
-    admin(
-        &args.common.postgres_url,
-        &format!("CREATE DATABASE {database}"),
-    )
-    .await;
+    admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
     let scratch = tempfile::tempdir().unwrap();
     let migrated = Command::new(env!("CARGO_BIN_EXE_ctasd"))
         .args([
@@ -341,7 +355,7 @@ async fn migrated_database(args: &Args, prefix: &str) -> String {
             "--log",
             "warn",
             "--database-url",
-            &with_database(&args.common.postgres_url, &database),
+            &with_database(&args.postgres_url, &database),
             "--data-dir",
         ])
         .arg(scratch.path())
@@ -353,7 +367,7 @@ async fn migrated_database(args: &Args, prefix: &str) -> String {
 
 /// Runs `script` with pgbench; transactions (lifecycles) per second and
 /// the average latency in ms.
-fn pgbench(url: &str, script: &Path, args: &Args) -> (f64, f64) {
+fn pgbench(url: &str, script: &Path, args: &Load) -> (f64, f64) {
     let output = Command::new("pgbench")
         .args([
             "-n",
@@ -391,7 +405,7 @@ type StepSamples = std::collections::BTreeMap<&'static str, Samples>;
 /// second, latencies by step, errors.
 async fn http_lifecycles(
     server: &Server,
-    args: &Args,
+    args: &Load,
     target_db: &str,
 ) -> (f64, StepSamples, usize) {
     let client = reqwest::Client::builder()
@@ -399,7 +413,7 @@ async fn http_lifecycles(
         .build()
         .unwrap();
     let base = server.base.clone();
-    let target_url = with_database(&args.common.postgres_url, target_db);
+    let target_url = with_database(&args.postgres_url, target_db);
     let rest = target_url.split_once("//").unwrap().1;
     let (user, rest) = rest.split_once('@').unwrap_or(("postgres", rest));
     let host_port = rest.split('/').next().unwrap();
@@ -483,18 +497,14 @@ enum Store {
     Postgres,
 }
 
-async fn read_ratio(args: &Args, store: Store) -> Ratio {
+async fn read_ratio(args: &Load, store: Store) -> Ratio {
     let database = unique_database("ctasd_ratio_reads");
     let (server, name) = match store {
         Store::Sqlite => (Server::start(None).await, "SQLite"),
         Store::Postgres => {
-            admin(
-                &args.common.postgres_url,
-                &format!("CREATE DATABASE {database}"),
-            )
-            .await;
+            admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
             (
-                Server::start(Some(&with_database(&args.common.postgres_url, &database))).await,
+                Server::start(Some(&with_database(&args.postgres_url, &database))).await,
                 "PostgreSQL",
             )
         }
@@ -516,7 +526,7 @@ async fn read_ratio(args: &Args, store: Store) -> Ratio {
     drop(server);
     if let Store::Postgres = store {
         admin(
-            &args.common.postgres_url,
+            &args.postgres_url,
             &format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"),
         )
         .await;
@@ -537,7 +547,7 @@ async fn read_ratio(args: &Args, store: Store) -> Ratio {
 }
 
 /// wrk on `url`: requests per second, p50 and p99 in ms, non-2xx answers.
-fn wrk(url: &str, args: &Args) -> (f64, f64, f64, u64) {
+fn wrk(url: &str, args: &Load) -> (f64, f64, f64, u64) {
     let output = Command::new("wrk")
         .args([
             "-t",
