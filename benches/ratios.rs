@@ -551,7 +551,8 @@ fn wrk(url: &str, args: &Load) -> (f64, f64, f64, u64) {
     let output = Command::new("wrk")
         .args([
             "-t",
-            "2",
+            // wrk refuses more threads than connections.
+            &args.clients.min(2).to_string(),
             "-c",
             &args.clients.to_string(),
             "-d",
