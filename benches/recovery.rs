@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::{AssertSqlSafe, Connection};
 
 mod support;
@@ -213,14 +213,7 @@ async fn resume(store: &Store, due: u64) {
     let listening = started.elapsed();
     let client = reqwest::Client::new();
     let overview = || async {
-        let body: Value = client
-            .get(format!("{}/v1/overview", server.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = support::get_json(&client, &format!("{}/v1/overview", server.base)).await;
         (
             body["pending_actions"].as_i64().unwrap(),
             body["failed_actions"].as_i64().unwrap(),
@@ -299,14 +292,7 @@ async fn retention(store: &Store, jobs: u64) {
     let ended_older = (1..=copies).filter(|n| *n > YOUNG && n % 3 != 0).count() as i64;
     let expected_left = jobs as i64 - ended_older;
     let count = || async {
-        let body: Value = client
-            .get(format!("{}/v1/overview", server.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = support::get_json(&client, &format!("{}/v1/overview", server.base)).await;
         body["jobs"]
             .as_array()
             .map(|by| by.iter().filter_map(|s| s["jobs"].as_i64()).sum::<i64>())

@@ -100,14 +100,7 @@ async fn measure(args: &Args, postgres: bool, size: u64) -> (Vec<f64>, u64) {
     let filled = started.elapsed();
 
     let server = Server::start(Some(&store_url)).await;
-    let jobs: Value = client
-        .get(format!("{}/v1/jobs?page_size=1", server.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let jobs = support::get_json(&client, &format!("{}/v1/jobs?page_size=1", server.base)).await;
     let newest: chrono::DateTime<chrono::Utc> = jobs["jobs"][0]["created_at"]
         .as_str()
         .unwrap()

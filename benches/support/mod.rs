@@ -171,3 +171,9 @@ impl Samples {
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
+
+/// GETs `url` and reads its JSON body; panics on any failure (a bench that
+/// cannot read what it measures has nothing to report).
+pub async fn get_json(client: &reqwest::Client, url: &str) -> serde_json::Value {
+    client.get(url).send().await.unwrap().json().await.unwrap()
+}
