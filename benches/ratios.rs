@@ -40,8 +40,19 @@ struct Args {
     /// How long each side runs, in seconds.
     #[arg(long, default_value_t = 20)]
     seconds: u64,
+    /// Which ratios to measure (all by default): `lifecycle`, `report`,
+    /// `read` (both stores).
+    #[arg(long, value_delimiter = ',', default_values = ["lifecycle", "report", "read"])]
+    work: Vec<Work>,
     #[command(flatten)]
     common: support::CommonArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Work {
+    Lifecycle,
+    Report,
+    Read,
 }
 
 /// One run of every side: how many clients, for how long, where.
@@ -84,9 +95,17 @@ async fn main() {
             "ratios: {clients} clients, {} s per side, on {cores} cores",
             load.seconds
         );
-        let mut ratios = vec![lifecycle_ratio(&load).await, report_ratio(&load).await];
-        for store in [Store::Sqlite, Store::Postgres] {
-            ratios.push(read_ratio(&load, store).await);
+        let mut ratios = Vec::new();
+        if args.work.contains(&Work::Lifecycle) {
+            ratios.push(lifecycle_ratio(&load).await);
+        }
+        if args.work.contains(&Work::Report) {
+            ratios.push(report_ratio(&load).await);
+        }
+        if args.work.contains(&Work::Read) {
+            for store in [Store::Sqlite, Store::Postgres] {
+                ratios.push(read_ratio(&load, store).await);
+            }
         }
         print_table(&ratios);
         for r in &ratios {
