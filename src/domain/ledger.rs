@@ -84,6 +84,43 @@ pub fn plan(
     }
 }
 
+/// A job a report can find, as far as the plan is concerned: its status,
+/// mode and preparation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub status: JobStatus,
+    pub mode: JobMode,
+    pub preparation: Preparation,
+}
+
+/// Every job shape from which reporting `to` is a single step that plans
+/// no action: such a report changes the job's row and history only, and a
+/// store may do it in one statement that checks the shape as it writes.
+pub fn moves_without_actions(to: JobStatus) -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for status in JobStatus::ALL {
+        let single_step = matches!(
+            status.transition_to(to),
+            Ok(Transition::Move { ref path, .. }) if path.as_slice() == [to]
+        );
+        if !single_step {
+            continue;
+        }
+        for mode in [JobMode::Streaming, JobMode::Batch] {
+            for preparation in [Preparation::OnCreated, Preparation::OnSubmission] {
+                if plan(mode, preparation, status, to).is_none() {
+                    shapes.push(Shape {
+                        status,
+                        mode,
+                        preparation,
+                    });
+                }
+            }
+        }
+    }
+    shapes
+}
+
 impl HookAction {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -402,6 +439,57 @@ pub fn retry(action: &ActionRecord, error: String) -> ActionResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moves_without_actions_are_single_steps_that_plan_nothing() {
+        use JobStatus::*;
+        let shape = |status, mode, preparation| Shape {
+            status,
+            mode,
+            preparation,
+        };
+        let running = moves_without_actions(Running);
+        assert!(running.contains(&shape(
+            Restarting,
+            JobMode::Streaming,
+            Preparation::OnCreated
+        )));
+        assert!(running.contains(&shape(Created, JobMode::Batch, Preparation::OnCreated)));
+        // A batch restart begins a new attempt; from INITIALIZING, CREATED
+        // is passed over and plans the staging.
+        assert!(!running.contains(&shape(Restarting, JobMode::Batch, Preparation::OnCreated)));
+        assert!(
+            !running
+                .iter()
+                .any(|s| s.status == Initializing || s.status == Running)
+        );
+        // A batch job's end always plans its commit or abort.
+        for end in [Finished, Failed, Canceled] {
+            assert!(
+                !moves_without_actions(end)
+                    .iter()
+                    .any(|s| s.mode == JobMode::Batch)
+            );
+        }
+        // Only a watched job's CREATED plans nothing.
+        assert!(
+            moves_without_actions(Created)
+                .iter()
+                .all(|s| s.preparation == Preparation::OnSubmission)
+        );
+        for to in JobStatus::ALL {
+            for s in moves_without_actions(to) {
+                assert_eq!(plan(s.mode, s.preparation, s.status, to), None);
+                assert_eq!(
+                    s.status.transition_to(to),
+                    Ok(Transition::Move {
+                        from: s.status,
+                        path: vec![to]
+                    })
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_plan_stages_batch_tables_and_creates_streaming_ones_up_front() {

@@ -74,16 +74,25 @@ impl HookRunner {
         job: &JobId,
         claimed: Vec<ActionRecord>,
     ) -> Result<JobRecord, StoreError> {
+        let record = self.read(job).await?;
+        self.settle(record, claimed).await
+    }
+
+    /// [`Hooks::settle_job`] for a job just read as `record`.
+    pub async fn settle(
+        &self,
+        mut record: JobRecord,
+        mut claimed: Vec<ActionRecord>,
+    ) -> Result<JobRecord, StoreError> {
         let deadline = tokio::time::Instant::now() + WAIT_FOR_OTHERS;
-        let mut record = self.read(job).await?;
-        let mut claimed = claimed;
+        let job = record.id.clone();
         loop {
             if claimed
                 .iter()
                 .any(|c| !record.actions.iter().any(|a| a.id == c.id))
             {
                 // Recorded by a report that moved the job meanwhile.
-                record = self.read(job).await?;
+                record = self.read(&job).await?;
             }
             if !claimed.is_empty() {
                 note_claims(&mut record, &claimed);
@@ -98,7 +107,7 @@ impl HookRunner {
                 .any(|a| a.state == ActionState::Pending);
             claimed = if pending {
                 self.store
-                    .claim_due_actions(Some(job), LEASE, 16, Duration::ZERO)
+                    .claim_due_actions(Some(&job), LEASE, 16, Duration::ZERO)
                     .await?
             } else {
                 Vec::new()
@@ -110,7 +119,7 @@ impl HookRunner {
                 return Ok(record);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-            record = self.read(job).await?;
+            record = self.read(&job).await?;
         }
     }
 

@@ -46,6 +46,7 @@ pub struct Services {
     engines_http: Arc<reqwest::Client>,
     metrics: Arc<Metrics>,
     freshness: freshness::Freshness,
+    shapes: report::ShapeHints,
 }
 
 impl Services {
@@ -62,6 +63,7 @@ impl Services {
             engines_http: crate::engine::flink::http_client(),
             metrics,
             freshness: freshness::Freshness::default(),
+            shapes: report::ShapeHints::default(),
         }
     }
 

@@ -1,12 +1,60 @@
-//! A status report: the move and the actions it implies are stored (and
-//! the due ones claimed) in one transaction, the actions run, and the job
-//! answers as it then stands, read from the store once.
+//! A status report. One that plans no action (a streaming job restarting,
+//! a batch job starting to run) is written and read back in one statement
+//! where the store can; any other, or one the store cannot do so, moves in
+//! one transaction with the actions it implies (and claims the due ones),
+//! the actions run, and the job answers as it then stands, read once.
+//!
+//! What mode a job has and whether it is watched never change, so this
+//! process remembers them for the jobs it has seen: a report that must
+//! plan an action goes straight to the transaction, without trying the
+//! one statement first. The statement checks the job's shape itself; a
+//! hint that is missing or wrong costs one round trip, never a wrong move.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use super::{ServiceError, Services};
 use crate::domain::hook::JobRecord;
-use crate::domain::job::{JobId, StatusReport};
+use crate::domain::job::{JobId, JobMode, StatusReport, Transition};
+use crate::domain::ledger::{Preparation, Shape, moves_without_actions};
 use crate::fault::{self, Point};
 use crate::hooks::LEASE;
+
+/// Most jobs whose shape is remembered; past it, the hints start afresh.
+const MOST_HINTS: usize = 65_536;
+
+/// The mode and preparation of jobs this process has seen.
+#[derive(Default)]
+pub(super) struct ShapeHints {
+    jobs: Mutex<HashMap<JobId, (JobMode, Preparation)>>,
+}
+
+impl ShapeHints {
+    pub(super) fn learn(&self, job: &JobRecord) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if jobs.len() >= MOST_HINTS {
+            jobs.clear();
+        }
+        let shape = (job.mode, Preparation::of(job.engine.is_some()));
+        jobs.insert(job.id.clone(), shape);
+    }
+
+    /// The shapes from which reporting `report` moves `job` without
+    /// actions, narrowed to its own when it is known.
+    fn moves_without_actions(&self, job: &JobId, report: &StatusReport) -> Vec<Shape> {
+        let known = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(job)
+            .copied();
+        let mut shapes = moves_without_actions(report.status);
+        if let Some((mode, preparation)) = known {
+            shapes.retain(|s| s.mode == mode && s.preparation == preparation);
+        }
+        shapes
+    }
+}
 
 impl Services {
     pub async fn report_status(
@@ -14,15 +62,31 @@ impl Services {
         job: &JobId,
         report: &StatusReport,
     ) -> Result<JobRecord, ServiceError> {
+        let shapes = self.shapes.moves_without_actions(job, report);
+        if let Some(moved) = self
+            .store
+            .move_without_actions(job, report, &shapes)
+            .await?
+        {
+            self.reported(job, report, &moved.transition);
+            self.shapes.learn(&moved.job);
+            return Ok(self.hooks.settle(moved.job, Vec::new()).await?);
+        }
         let moved = self.store.transition_job(job, report, Some(LEASE)).await?;
-        for (_, to) in moved.transition.steps() {
+        self.reported(job, report, &moved.transition);
+        let settled = self.hooks.settle_job(job, moved.claimed).await?;
+        self.shapes.learn(&settled);
+        Ok(settled)
+    }
+
+    fn reported(&self, job: &JobId, report: &StatusReport, transition: &Transition) {
+        for (_, to) in transition.steps() {
             self.metrics
                 .transitions
                 .with_label_values(&[to.as_str()])
                 .inc();
         }
-        tracing::info!(job = %job, status = report.status.as_str(), transition = ?moved.transition, "status reported");
+        tracing::info!(job = %job, status = report.status.as_str(), transition = ?transition, "status reported");
         fault::reached(Point::StatusStored);
-        Ok(self.hooks.settle_job(job, moved.claimed).await?)
     }
 }

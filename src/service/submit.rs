@@ -160,6 +160,7 @@ impl Services {
         };
         match self.store.insert_job(&job).await {
             Ok(record) => {
+                self.shapes.learn(&record);
                 let initializing = record.status.as_str();
                 self.metrics
                     .transitions

@@ -19,7 +19,7 @@ use crate::domain::ledger::{Intervention, Preparation, preparation};
 /// A job's columns, what the watcher saw of it and of its engine, as
 /// [`JobRow`] reads them from `jobs j LEFT JOIN job_watches w LEFT JOIN
 /// engines e`.
-const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statement, j.failure, j.fingerprint, \
+pub(super) const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statement, j.failure, j.fingerprint, \
      j.engine_job_id, j.engine, j.created_at, j.updated_at, j.moved_at, \
      w.updated_at AS watch_updated_at, w.engine_status AS watch_engine_status, \
      w.first_seen_at AS watch_first_seen_at, w.last_seen_at AS watch_last_seen_at, \
@@ -27,7 +27,7 @@ const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statement, j.failur
      w.examined_until AS watch_examined_until, e.reachability AS engine_reachability, \
      e.reachability_since AS engine_reachability_since, e.checked_at AS engine_checked_at, \
      e.last_error AS engine_last_error, e.engine_version AS engine_version";
-const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
+pub(super) const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
      if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment";
 
 /// The jobs with these ids, ordered by id, with their hooks and actions:

@@ -33,7 +33,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::engine::{EngineDescriptor, EngineObservation, EngineRecord};
 use crate::domain::hook::{JobCursor, JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
 use crate::domain::job::{JobId, StatusReport, Transition};
-use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention};
+use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention, Shape};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
 pub use secrets::Keyring;
 
@@ -261,6 +261,13 @@ pub trait JobStore: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
+/// A move made and read back in one statement.
+#[derive(Debug)]
+pub struct MovedJob {
+    pub transition: Transition,
+    pub job: JobRecord,
+}
+
 /// What a status report did: the move, and the actions due for the job
 /// that the reporter now holds (leased in the same transaction).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,6 +300,22 @@ pub trait Ledger: Send + Sync {
     /// it has been due for `untried_grace`: the status report that recorded
     /// it runs it at once, and the resumer leaves it to that report unless
     /// the report seems to have died.
+    /// A report whose move is one of `shapes` (see
+    /// [`moves_without_actions`]) and so plans no action: the job moved,
+    /// its history noted and the job read back as it then stands, all in
+    /// one statement, where the store can. `None` when it cannot, when the
+    /// job is in none of `shapes`, or when it changed while the statement
+    /// ran: the caller then reports through [`Ledger::transition_job`],
+    /// which decides and explains every case.
+    ///
+    /// [`moves_without_actions`]: crate::domain::ledger::moves_without_actions
+    async fn move_without_actions(
+        &self,
+        id: &JobId,
+        report: &StatusReport,
+        shapes: &[Shape],
+    ) -> Result<Option<MovedJob>, StoreError>;
+
     async fn claim_due_actions(
         &self,
         job: Option<&JobId>,

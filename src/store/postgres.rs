@@ -9,9 +9,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::Transaction;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, Postgres};
+use sqlx::{Connection, Transaction};
 
 use super::sql::{Backend, Dialect, SqlStore, sql_over};
 use super::{Keyring, OpenStoreError, StoreError};
@@ -24,7 +24,11 @@ static DIALECT: Dialect = Dialect {
     skip_locked: " FOR UPDATE SKIP LOCKED",
     in_list: |column, param| format!("{column} = ANY(${param})"),
     through_index: |_| String::new(),
+    moves_in_one_statement: true,
 };
+
+/// How long a connection may sit idle and still be used unchecked.
+const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// The store for production and replicas.
 pub type PostgresStore = SqlStore<PostgresBackend>;
@@ -51,6 +55,20 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(5))
+            // A connection idle a while is checked before use (the server
+            // may have gone away meanwhile); one in steady use is not: a
+            // round trip before each statement would double the cost of
+            // the shortest. A broken one fails its statement (503) and is
+            // dropped.
+            .test_before_acquire(false)
+            .before_acquire(|connection, held| {
+                Box::pin(async move {
+                    if held.idle_for > CHECK_AFTER_IDLE {
+                        connection.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("{description}: {e}")))?;

@@ -203,7 +203,8 @@ pub(crate) struct JobRow {
     pub engine_version: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
+/// Also read as JSON, from the one-statement move (`json_agg`).
+#[derive(sqlx::FromRow, serde::Deserialize)]
 pub(crate) struct HookRow {
     pub job_id: String,
     pub hook_index: i64,
@@ -219,7 +220,8 @@ pub(crate) struct HookRow {
     pub catalog_comment: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
+/// Also read as JSON, from the one-statement move (`json_agg`).
+#[derive(sqlx::FromRow, serde::Deserialize)]
 pub(crate) struct ActionRow {
     pub id: i64,
     pub job_id: String,

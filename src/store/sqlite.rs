@@ -30,6 +30,8 @@ static DIALECT: Dialect = Dialect {
     skip_locked: "",
     in_list: |column, param| format!("{column} IN (SELECT value FROM json_each(${param}))"),
     through_index: |index| format!(" INDEXED BY {index}"),
+    // Statements cost no round trip here.
+    moves_in_one_statement: false,
 };
 
 /// The embedded store.
@@ -79,6 +81,9 @@ impl SqliteBackend {
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(10))
+            // A file does not go away like a server: no check before use
+            // (it would cost a trip to the connection's thread).
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(|e| StoreError::Unavailable(format!("{description}: {e}")))?;

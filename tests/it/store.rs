@@ -8,7 +8,9 @@ use std::time::Duration;
 use ctasd::domain::engine::{EngineDescriptor, EngineKind, EngineObservation, EngineSettings};
 use ctasd::domain::hook::{HookKind, JobRecord, NewHook, NewJob};
 use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
-use ctasd::domain::ledger::{ActionOutcome, ActionResult, ActionState, HookAction};
+use ctasd::domain::ledger::{
+    ActionOutcome, ActionResult, ActionState, HookAction, moves_without_actions,
+};
 use ctasd::domain::{CatalogDescriptor, CatalogName, CatalogOptions, EngineName};
 use ctasd::store::{Store, StoreError};
 
@@ -91,6 +93,7 @@ conformance!(
     an_engine_observation_older_than_one_applied_changes_nothing,
     one_poller_holds_an_engine_until_its_lease_runs_out,
     an_engine_watching_unfinished_jobs_is_kept,
+    a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can,
 );
 
 fn descriptor(name: &str, pairs: &[(&str, &str)], comment: Option<&str>) -> CatalogDescriptor {
@@ -1140,5 +1143,122 @@ async fn outcomes_stored_in_words_by_earlier_versions_are_renamed_by_their_migra
             Some(ActionOutcome::AlreadyStaged),
             Some(ActionOutcome::AlreadyCommitted)
         ]
+    );
+}
+
+async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(backend: Backend) {
+    use JobStatus::{Created, Restarting, Running};
+    let store = &backend.store;
+    let new = job(JobMode::Streaming, 2, &[]);
+    insert(store, &new).await;
+    for (status, at) in [(Created, 1_000), (Running, 2_000)] {
+        store
+            .move_job(&new.id, &observed(status, at))
+            .await
+            .unwrap();
+    }
+    let shapes = |to| moves_without_actions(to);
+    let moved = store
+        .move_without_actions(&new.id, &observed(Restarting, 3_000), &shapes(Restarting))
+        .await
+        .unwrap();
+    let Some(_) = &backend.url else {
+        assert!(moved.is_none(), "SQLite moves in its transaction");
+        let unmoved = store.get_job(&new.id).await.unwrap().unwrap();
+        assert_eq!(unmoved.status, Running);
+        return;
+    };
+    let moved = moved.expect("a streaming job restarts in one statement");
+    assert_eq!(
+        moved.transition,
+        Transition::Move {
+            from: Running,
+            path: vec![Restarting]
+        }
+    );
+    let stored = store.get_job(&new.id).await.unwrap().unwrap();
+    assert_eq!(
+        moved.job, stored,
+        "answered as stored, hooks and actions too"
+    );
+    assert_eq!(stored.status, Restarting);
+    assert_eq!(stored.hooks.len(), 2);
+    assert_eq!(stored.actions.len(), 2, "the creates, and nothing more");
+    let history = store.status_history(&new.id).await.unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(
+        (last.from, last.to, last.inferred),
+        (Some(Running), Restarting, false)
+    );
+    assert_eq!(last.engine_at.map(|at| at.timestamp_millis()), Some(3_000));
+
+    // Not moved, left to the transaction: an engine time already applied,
+    // a shape the job is not in.
+    let late = store
+        .move_without_actions(&new.id, &observed(Running, 2_500), &shapes(Running))
+        .await
+        .unwrap();
+    assert!(late.is_none(), "an older observation moves nothing");
+    let batch_only: Vec<_> = shapes(Running)
+        .into_iter()
+        .filter(|s| s.mode == JobMode::Batch)
+        .collect();
+    let other_shape = store
+        .move_without_actions(&new.id, &observed(Running, 4_000), &batch_only)
+        .await
+        .unwrap();
+    assert!(
+        other_shape.is_none(),
+        "a streaming job is in no batch shape"
+    );
+
+    // A change committed while the statement waited for the job's lock:
+    // the hooks and actions it read may be older than the row, so it moves
+    // nothing.
+    use sqlx::Connection;
+    let url = backend.url.as_deref().unwrap();
+    let mut other = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query("UPDATE jobs SET updated_at = now() WHERE id = $1")
+        .bind(new.id.as_str())
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let waiting = {
+        let (store, id) = (store.clone(), new.id.clone());
+        tokio::spawn(async move {
+            store
+                .move_without_actions(&id, &observed(Running, 4_000), &shapes(Running))
+                .await
+        })
+    };
+    let mut watcher = sqlx::PgConnection::connect(url).await.unwrap();
+    for _ in 0..500 {
+        let (blocked,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut watcher)
+        .await
+        .unwrap();
+        if blocked > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    let raced = waiting.await.unwrap().unwrap();
+    assert!(raced.is_none(), "changed meanwhile: {raced:?}");
+    let (running, transition) = store
+        .move_job(&new.id, &observed(Running, 4_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        running.status, Running,
+        "the transaction moves it: {transition:?}"
+    );
+    assert_eq!(
+        store.status_history(&new.id).await.unwrap().len(),
+        history.len() + 1
     );
 }
