@@ -27,8 +27,47 @@ pub(super) const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statemen
      w.examined_until AS watch_examined_until, e.reachability AS engine_reachability, \
      e.reachability_since AS engine_reachability_since, e.checked_at AS engine_checked_at, \
      e.last_error AS engine_last_error, e.engine_version AS engine_version";
-pub(super) const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
+const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
      if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment";
+
+/// A job with its hooks and actions as JSON arrays of their rows, read in
+/// one statement (see [`Dialect::one_statement_jobs`]).
+///
+/// [`Dialect::one_statement_jobs`]: super::sql::Dialect::one_statement_jobs
+#[derive(sqlx::FromRow)]
+pub(super) struct JobAsJson {
+    #[sqlx(flatten)]
+    pub job: JobRow,
+    pub hooks: String,
+    pub actions: String,
+}
+
+/// The columns [`JobAsJson`] reads beside [`JOB_COLUMNS`], for the job
+/// whose id is `$1`.
+pub(super) fn children_as_json() -> String {
+    format!(
+        "(SELECT coalesce(json_agg(h ORDER BY h.hook_index), '[]')::text \
+          FROM (SELECT {HOOK_COLUMNS} FROM hooks WHERE job_id = $1) h) AS hooks, \
+         (SELECT coalesce(json_agg(a ORDER BY a.id), '[]')::text \
+          FROM (SELECT {ACTION_COLUMNS} FROM actions WHERE job_id = $1) a) AS actions"
+    )
+}
+
+impl JobAsJson {
+    pub fn decode(self, keyring: &Keyring) -> Result<JobRecord, StoreError> {
+        let id = self.job.id.clone();
+        let unreadable = |what: &str, e: serde_json::Error| {
+            StoreError::Internal(format!("the {what} of job {id} read as JSON: {e}"))
+        };
+        let hooks: Vec<HookRow> =
+            serde_json::from_str(&self.hooks).map_err(|e| unreadable("hooks", e))?;
+        let actions: Vec<ActionRow> =
+            serde_json::from_str(&self.actions).map_err(|e| unreadable("actions", e))?;
+        assemble_jobs(vec![self.job], hooks, actions, keyring)?
+            .pop()
+            .ok_or_else(|| StoreError::JobNotFound(id.clone()))
+    }
+}
 
 /// The jobs with these ids, ordered by id, with their hooks and actions:
 /// three queries for any number of jobs (`= $1` for one, which planners
@@ -40,6 +79,21 @@ pub(crate) async fn read_jobs(
 ) -> Result<Vec<JobRecord>, StoreError> {
     if ids.is_empty() {
         return Ok(Vec::new());
+    }
+    if let ([id], true) = (ids, sql.dialect().one_statement_jobs) {
+        let job: Option<JobAsJson> = sql
+            .row(
+                Query::new(format!(
+                    "SELECT {JOB_COLUMNS}, {} FROM jobs j \
+                     LEFT JOIN job_watches w ON w.job_id = j.id \
+                     LEFT JOIN engines e ON e.name = j.engine WHERE j.id = $1",
+                    children_as_json()
+                ))
+                .text(id),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        return job.map(|job| job.decode(keyring)).into_iter().collect();
     }
     let in_list = sql.dialect().in_list;
     let matches = |column: &str| match ids {

@@ -8,10 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::jobs::{HOOK_COLUMNS, JOB_COLUMNS};
-use super::rows::{
-    ACTION_COLUMNS, ActionRow, HookRow, JobRow, assemble_jobs, check_transition, job_status,
-};
+use super::jobs::{JOB_COLUMNS, JobAsJson, children_as_json};
+use super::rows::{ACTION_COLUMNS, ActionRow, check_transition, job_status};
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{Ledger, Moved, MovedJob, StoreError};
 use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
@@ -146,15 +144,12 @@ pub(crate) async fn insert_action(
     Ok(())
 }
 
-/// The job as the one-statement move returns it: its row as moved, the
-/// status it left, its hooks and actions as JSON arrays of their rows.
+/// The job as the one-statement move returns it, and the status it left.
 #[derive(sqlx::FromRow)]
 struct MovedRow {
     #[sqlx(flatten)]
-    job: JobRow,
+    job: JobAsJson,
     from_status: String,
-    hooks: String,
-    actions: String,
 }
 
 /// `(status, mode, watched)` tuples of `shapes`, for `IN`: the job's shape
@@ -275,7 +270,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
         shapes: &[Shape],
     ) -> Result<Option<MovedJob>, StoreError> {
         let mut pool = self.pool();
-        if !pool.dialect().moves_in_one_statement || shapes.is_empty() {
+        if !pool.dialect().one_statement_jobs || shapes.is_empty() {
             return Ok(None);
         }
         let engine_at = report.engine_times.get(&report.status).copied();
@@ -300,14 +295,11 @@ impl<B: Backend> Ledger for SqlStore<B> {
              noted AS ( \
                INSERT INTO job_transitions (job_id, from_status, to_status, failure, at, inferred, engine_at) \
                SELECT id, from_status, $2, $3, $4, false, $6 FROM moved) \
-             SELECT {JOB_COLUMNS}, j.from_status, \
-               (SELECT coalesce(json_agg(h ORDER BY h.hook_index), '[]')::text \
-                FROM (SELECT {HOOK_COLUMNS} FROM hooks WHERE job_id = $1) h) AS hooks, \
-               (SELECT coalesce(json_agg(a ORDER BY a.id), '[]')::text \
-                FROM (SELECT {ACTION_COLUMNS} FROM actions WHERE job_id = $1) a) AS actions \
+             SELECT {JOB_COLUMNS}, {children}, j.from_status \
              FROM moved j LEFT JOIN job_watches w ON w.job_id = j.id \
              LEFT JOIN engines e ON e.name = j.engine",
-            shapes = shapes_list(shapes)
+            shapes = shapes_list(shapes),
+            children = children_as_json(),
         );
         let moved: Option<MovedRow> = pool
             .row(
@@ -324,20 +316,11 @@ impl<B: Backend> Ledger for SqlStore<B> {
         let Some(moved) = moved else {
             return Ok(None);
         };
-        let unreadable = |what: &str, e: serde_json::Error| {
-            StoreError::Internal(format!("the {what} of job {id} read as JSON: {e}"))
-        };
-        let hooks: Vec<HookRow> =
-            serde_json::from_str(&moved.hooks).map_err(|e| unreadable("hooks", e))?;
-        let actions: Vec<ActionRow> =
-            serde_json::from_str(&moved.actions).map_err(|e| unreadable("actions", e))?;
         let transition = Transition::Move {
             from: job_status(&moved.from_status)?,
             path: vec![report.status],
         };
-        let job = assemble_jobs(vec![moved.job], hooks, actions, &self.keyring)?
-            .pop()
-            .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
+        let job = moved.job.decode(&self.keyring)?;
         Ok(Some(MovedJob { transition, job }))
     }
 

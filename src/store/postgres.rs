@@ -24,7 +24,7 @@ static DIALECT: Dialect = Dialect {
     skip_locked: " FOR UPDATE SKIP LOCKED",
     in_list: |column, param| format!("{column} = ANY(${param})"),
     through_index: |_| String::new(),
-    moves_in_one_statement: true,
+    one_statement_jobs: true,
 };
 
 /// How long a connection may sit idle and still be used unchecked.

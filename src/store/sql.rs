@@ -127,10 +127,11 @@ pub struct Dialect {
     /// where the planner cannot be trusted to (SQLite: `INDEXED BY`, which
     /// fails the statement if the index cannot serve it).
     pub through_index: fn(index: &str) -> String,
-    /// Whether a status report that plans no action is written and read
-    /// back in one statement (PostgreSQL: data-modifying `WITH`, the row
-    /// version `xmin`, `json_agg`), rather than in a transaction of several.
-    pub moves_in_one_statement: bool,
+    /// Whether one job is read, and a status report that plans no action
+    /// is made, in one statement (PostgreSQL: `json_agg` of the job's hooks
+    /// and actions, data-modifying `WITH`, the row version `xmin`) rather
+    /// than in several, which cost no round trip on SQLite.
+    pub one_statement_jobs: bool,
 }
 
 /// Runs queries: on a pool (each statement by itself) or in a transaction.

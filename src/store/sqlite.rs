@@ -30,8 +30,7 @@ static DIALECT: Dialect = Dialect {
     skip_locked: "",
     in_list: |column, param| format!("{column} IN (SELECT value FROM json_each(${param}))"),
     through_index: |index| format!(" INDEXED BY {index}"),
-    // Statements cost no round trip here.
-    moves_in_one_statement: false,
+    one_statement_jobs: false,
 };
 
 /// The embedded store.
