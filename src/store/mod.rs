@@ -88,14 +88,27 @@ pub enum StoreError {
 impl StoreError {
     /// Classify a driver error; `Unavailable` for anything that means "try later".
     pub(crate) fn from_sqlx(error: sqlx::Error) -> Self {
-        match error {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => Self::Unavailable(error.to_string()),
-            other => Self::Internal(other.to_string()),
+        match connection_lost(&error) {
+            true => Self::Unavailable(error.to_string()),
+            false => Self::Internal(error.to_string()),
         }
+    }
+}
+
+/// Whether `error` means the store cannot be reached now (try later): no
+/// connection, or the server ending it (SQLSTATE classes 08, connection
+/// exception, and 57P, the server shutting down or terminating it).
+pub(crate) fn connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => e
+            .code()
+            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        _ => false,
     }
 }
 

@@ -1262,3 +1262,53 @@ async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(
         history.len() + 1
     );
 }
+
+/// Cuts every connection the store holds to its PostgreSQL database.
+async fn cut_store_connections(backend: &Backend) {
+    raw_sql(
+        backend,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn postgres_connections_cut_by_the_server_fail_only_the_statements_under_way() {
+    let Some(backend) = postgres().await else {
+        return;
+    };
+    let store = &backend.store;
+    let mem = descriptor("mem", &[("type", "generic_in_memory")], None);
+    store.insert_catalog(&mem).await.unwrap();
+    let mem_name = name("mem");
+    // Several connections kept idle, from statements run side by side.
+    let reads: Vec<_> = (0..4).map(|_| store.get_catalog(&mem_name)).collect();
+    for read in futures_util::future::join_all(reads).await {
+        assert!(read.unwrap().is_some());
+    }
+
+    // Idle longer than a second: each is checked before use, and a cut one
+    // replaced, so the statement does not notice.
+    cut_store_connections(&backend).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(store.get_catalog(&name("mem")).await.unwrap().is_some());
+
+    // Cut while in steady use: the statement that meets a cut connection
+    // fails as unavailable, and takes the other idle ones with it.
+    let reads: Vec<_> = (0..4).map(|_| store.get_catalog(&mem_name)).collect();
+    futures_util::future::join_all(reads).await;
+    cut_store_connections(&backend).await;
+    let failed = store.get_catalog(&name("mem")).await;
+    assert!(
+        matches!(failed, Err(StoreError::Unavailable(_))),
+        "{failed:?}"
+    );
+    for _ in 0..4 {
+        assert!(store.get_catalog(&name("mem")).await.unwrap().is_some());
+    }
+    // A statement refused by the database keeps its connection.
+    let taken = store.insert_catalog(&mem).await.unwrap_err();
+    assert!(matches!(taken, StoreError::CatalogExists(_)), "{taken}");
+    assert!(store.get_catalog(&name("mem")).await.unwrap().is_some());
+}
