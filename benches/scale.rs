@@ -5,7 +5,10 @@
 //! apart), starts ctasd on it and times `GET /v1/jobs` pages: the first, a
 //! deep one (`created_before` half way back), and each with a status or a
 //! catalog filter. Prints the median of 20 reads of each, its ratio to the
-//! smallest store, and the server's peak RSS.
+//! smallest store, the jobs on the page, and the server's peak RSS. Pages
+//! hold 50 jobs, so that each is full in a store of 1,000 too (half way
+//! back, 50 jobs of 500 are on `mem`): a page half full would be half the
+//! work, and its ratio would flatter nothing but mislead.
 //!
 //! ```sh
 //! cargo bench --bench scale -- --sizes 1000,100000,1000000
@@ -26,6 +29,9 @@ struct Args {
     /// Store sizes, in jobs.
     #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]
     sizes: Vec<u64>,
+    /// Jobs on a page.
+    #[arg(long, default_value_t = 50)]
+    page_size: u32,
     /// Reads of each page, for the median.
     #[arg(long, default_value_t = 20)]
     reads: usize,
@@ -50,20 +56,22 @@ const PAGES: [(&str, &str); 5] = [
 async fn main() {
     let args = Args::parse();
     println!(
-        "scale: {:<10} {:>9} {:<28} {:>10} {:>8}",
-        "store", "jobs", "page", "median ms", "× first"
+        "scale: {:<10} {:>9} {:<28} {:>10} {:>8} {:>5}",
+        "store", "jobs", "page", "median ms", "× first", "rows"
     );
     for postgres in [false, true] {
-        let mut baseline: Vec<f64> = Vec::new();
+        let mut baseline: Vec<(f64, usize)> = Vec::new();
         for &size in &args.sizes {
             let (medians, rss_kib) = measure(&args, postgres, size).await;
             let store = if postgres { "PostgreSQL" } else { "SQLite" };
             if baseline.is_empty() {
                 baseline = medians.clone();
             }
-            for (((page, _), median), base) in PAGES.iter().zip(&medians).zip(&baseline) {
+            for (((page, _), (median, rows)), (base, _)) in
+                PAGES.iter().zip(&medians).zip(&baseline)
+            {
                 println!(
-                    "scale: {store:<10} {size:>9} {page:<28} {median:>10.2} {:>8.2}",
+                    "scale: {store:<10} {size:>9} {page:<28} {median:>10.2} {:>8.2} {rows:>5}",
                     median / base
                 );
             }
@@ -75,8 +83,8 @@ async fn main() {
     }
 }
 
-/// Medians of each page in ms, and the server's peak RSS in KiB.
-async fn measure(args: &Args, postgres: bool, size: u64) -> (Vec<f64>, u64) {
+/// Each page's median in ms and its jobs, and the server's peak RSS in KiB.
+async fn measure(args: &Args, postgres: bool, size: u64) -> (Vec<(f64, usize)>, u64) {
     let database = unique_database("ctasd_scale");
     let data_dir = tempfile::tempdir().unwrap();
     let store_url = if postgres {
@@ -111,24 +119,24 @@ async fn measure(args: &Args, postgres: bool, size: u64) -> (Vec<f64>, u64) {
     let mut medians = Vec::new();
     for (page, query) in PAGES {
         let url = format!(
-            "{}/v1/jobs?page_size=100&{}",
+            "{}/v1/jobs?page_size={}&{}",
             server.base,
+            args.page_size,
             query.replace("{deep}", &deep)
         );
         let mut times: Vec<Duration> = Vec::new();
+        let mut rows = 0;
         for _ in 0..args.reads {
             let begun = Instant::now();
             let reply = client.get(&url).send().await.unwrap();
             assert!(reply.status().is_success(), "{page}: {}", reply.status());
             let body: Value = reply.json().await.unwrap();
             times.push(begun.elapsed());
-            assert!(
-                !body["jobs"].as_array().unwrap().is_empty(),
-                "{page} found jobs"
-            );
+            rows = body["jobs"].as_array().unwrap().len();
+            assert!(rows > 0, "{page} found jobs");
         }
         times.sort();
-        medians.push(ms(times[times.len() / 2]));
+        medians.push((ms(times[times.len() / 2]), rows));
     }
     let rss = server.peak_rss_kib().unwrap_or(0);
     drop(server);
