@@ -78,7 +78,7 @@ impl HookRunner {
         self.settle(record, claimed).await
     }
 
-    /// [`Hooks::settle_job`] for a job just read as `record`.
+    /// [`HookRunner::settle_job`] for a job just read as `record`.
     pub async fn settle(
         &self,
         mut record: JobRecord,

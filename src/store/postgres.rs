@@ -171,12 +171,22 @@ impl AutocommitConnections {
         }
     }
 
+    /// A connection, within [`ACQUIRE_TIMEOUT`]: waiting for a turn,
+    /// checking an idle one and opening a new one all count.
     async fn take(&self) -> Result<Taken, sqlx::Error> {
-        let permit =
-            tokio::time::timeout(ACQUIRE_TIMEOUT, self.shared.permits.clone().acquire_owned())
-                .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)?
-                .map_err(|_| sqlx::Error::PoolClosed)?;
+        tokio::time::timeout(ACQUIRE_TIMEOUT, self.take_unbounded())
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)?
+    }
+
+    async fn take_unbounded(&self) -> Result<Taken, sqlx::Error> {
+        let permit = self
+            .shared
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| sqlx::Error::PoolClosed)?;
         loop {
             let kept = self.shared.idle().pop();
             let Some((mut connection, since)) = kept else {
