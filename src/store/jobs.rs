@@ -71,7 +71,8 @@ impl JobAsJson {
 
 /// The jobs with these ids, ordered by id, with their hooks and actions:
 /// three queries for any number of jobs (`= $1` for one, which planners
-/// serve faster than a list).
+/// serve faster than a list), or one for one job where the dialect can
+/// (see [`JobAsJson`]).
 pub(crate) async fn read_jobs(
     sql: &mut impl Sql,
     keyring: &Keyring,

@@ -307,12 +307,6 @@ pub trait Ledger: Send + Sync {
         lease: Option<Duration>,
     ) -> Result<Moved, StoreError>;
 
-    /// Leases up to `limit` due actions (of `job` only, if given) for
-    /// `lease`: for each hook only its oldest pending action, so a commit
-    /// never overtakes its begin. An action never tried is taken only once
-    /// it has been due for `untried_grace`: the status report that recorded
-    /// it runs it at once, and the resumer leaves it to that report unless
-    /// the report seems to have died.
     /// A report whose move is one of `shapes` (see
     /// [`moves_without_actions`]) and so plans no action: the job moved,
     /// its history noted and the job read back as it then stands, all in
@@ -329,6 +323,12 @@ pub trait Ledger: Send + Sync {
         shapes: &[Shape],
     ) -> Result<Option<MovedJob>, StoreError>;
 
+    /// Leases up to `limit` due actions (of `job` only, if given) for
+    /// `lease`: for each hook only its oldest pending action, so a commit
+    /// never overtakes its begin. An action never tried is taken only once
+    /// it has been due for `untried_grace`: the status report that recorded
+    /// it runs it at once, and the resumer leaves it to that report unless
+    /// the report seems to have died.
     async fn claim_due_actions(
         &self,
         job: Option<&JobId>,

@@ -203,7 +203,7 @@ pub(crate) struct JobRow {
     pub engine_version: Option<String>,
 }
 
-/// Also read as JSON, from the one-statement move (`json_agg`).
+/// Also read as JSON (`json_agg`), where one job is read in one statement.
 #[derive(sqlx::FromRow, serde::Deserialize)]
 pub(crate) struct HookRow {
     pub job_id: String,
@@ -220,7 +220,7 @@ pub(crate) struct HookRow {
     pub catalog_comment: Option<String>,
 }
 
-/// Also read as JSON, from the one-statement move (`json_agg`).
+/// Also read as JSON (`json_agg`), where one job is read in one statement.
 #[derive(sqlx::FromRow, serde::Deserialize)]
 pub(crate) struct ActionRow {
     pub id: i64,

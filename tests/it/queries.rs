@@ -162,6 +162,14 @@ async fn count_statements(
     let first_read = statements_of(&log, "read-first");
     let read_again = statements_of(&log, "read-again");
     assert_eq!(first_read.iter().filter(|s| is_job_read(s)).count(), 1);
+    if let QuietMove::OneStatement = quiet_move {
+        assert_eq!(
+            first_read.len(),
+            1,
+            "a job is read in one statement on {store}:\n{}",
+            first_read.join("\n")
+        );
+    }
     assert!(
         !first_read
             .iter()

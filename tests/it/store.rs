@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctasd::domain::engine::{EngineDescriptor, EngineKind, EngineObservation, EngineSettings};
-use ctasd::domain::hook::{HookKind, JobRecord, NewHook, NewJob};
+use ctasd::domain::hook::{HookKind, JobFilter, JobRecord, NewHook, NewJob};
 use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use ctasd::domain::ledger::{
     ActionOutcome, ActionResult, ActionState, HookAction, moves_without_actions,
@@ -1157,6 +1157,17 @@ async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(
             .await
             .unwrap();
     }
+    // A job read alone (one statement where the store can) answers as the
+    // same job read among others (hooks and actions queried apiece).
+    insert(store, &job(JobMode::Batch, 1, &[])).await;
+    let alone = store.get_job(&new.id).await.unwrap().unwrap();
+    let listed = store
+        .list_jobs(&JobFilter::default(), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed.iter().find(|j| j.id == new.id), Some(&alone));
+
     let shapes = |to| moves_without_actions(to);
     let moved = store
         .move_without_actions(&new.id, &observed(Restarting, 3_000), &shapes(Restarting))
