@@ -1,6 +1,6 @@
 //! A status report. One that plans no action (a streaming job restarting,
 //! a batch job starting to run) is written and read back in one statement
-//! where the store can; any other, or one the store cannot do so, moves in
+//! where the store can (with other jobs' reports made meanwhile); any other, or one the store cannot do so, moves in
 //! one transaction with the actions it implies (and claims the due ones),
 //! the actions run, and the job answers as it then stands, read once.
 //!

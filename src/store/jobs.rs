@@ -43,13 +43,13 @@ pub(super) struct JobAsJson {
 }
 
 /// The columns [`JobAsJson`] reads beside [`JOB_COLUMNS`], for the job
-/// whose id is `$1`.
-pub(super) fn children_as_json() -> String {
+/// whose id is `job` (a parameter or a column).
+pub(super) fn children_as_json(job: &str) -> String {
     format!(
         "(SELECT coalesce(json_agg(h ORDER BY h.hook_index), '[]')::text \
-          FROM (SELECT {HOOK_COLUMNS} FROM hooks WHERE job_id = $1) h) AS hooks, \
+          FROM (SELECT {HOOK_COLUMNS} FROM hooks WHERE job_id = {job}) h) AS hooks, \
          (SELECT coalesce(json_agg(a ORDER BY a.id), '[]')::text \
-          FROM (SELECT {ACTION_COLUMNS} FROM actions WHERE job_id = $1) a) AS actions"
+          FROM (SELECT {ACTION_COLUMNS} FROM actions WHERE job_id = {job}) a) AS actions"
     )
 }
 
@@ -88,7 +88,7 @@ pub(crate) async fn read_jobs(
                     "SELECT {JOB_COLUMNS}, {} FROM jobs j \
                      LEFT JOIN job_watches w ON w.job_id = j.id \
                      LEFT JOIN engines e ON e.name = j.engine WHERE j.id = $1",
-                    children_as_json()
+                    children_as_json("$1")
                 ))
                 .text(id),
             )

@@ -8,8 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::jobs::{JOB_COLUMNS, JobAsJson, children_as_json};
-use super::rows::{ACTION_COLUMNS, ActionRow, check_transition, job_status};
+use super::rows::{ACTION_COLUMNS, ActionRow, check_transition};
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{Ledger, Moved, MovedJob, StoreError};
 use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
@@ -144,31 +143,6 @@ pub(crate) async fn insert_action(
     Ok(())
 }
 
-/// The job as the one-statement move returns it, and the status it left.
-#[derive(sqlx::FromRow)]
-struct MovedRow {
-    #[sqlx(flatten)]
-    job: JobAsJson,
-    from_status: String,
-}
-
-/// `(status, mode, watched)` tuples of `shapes`, for `IN`: the job's shape
-/// is checked by the statement that moves it.
-fn shapes_list(shapes: &[Shape]) -> String {
-    shapes
-        .iter()
-        .map(|s| {
-            let watched = s.preparation == Preparation::OnSubmission;
-            format!(
-                "('{}', '{}', {watched})",
-                s.status.as_str(),
-                s.mode.as_str()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[async_trait]
 impl<B: Backend> Ledger for SqlStore<B> {
     async fn transition_job(
@@ -269,59 +243,10 @@ impl<B: Backend> Ledger for SqlStore<B> {
         report: &StatusReport,
         shapes: &[Shape],
     ) -> Result<Option<MovedJob>, StoreError> {
-        let mut pool = self.pool();
-        if !pool.dialect().one_statement_jobs || shapes.is_empty() {
+        if !self.pool().dialect().one_statement_jobs || shapes.is_empty() {
             return Ok(None);
         }
-        let engine_at = report.engine_times.get(&report.status).copied();
-        // `seen` is the job's row in the statement's snapshot. The update
-        // waits for any writer holding the row and then checks the newest
-        // version: it moves the job only if that version is still the one
-        // seen (no change committed meanwhile), so that the status it left
-        // and the hooks and actions read in the same snapshot go with the
-        // row as moved. Anything else (another shape, an engine time
-        // already applied, a change meanwhile) moves nothing, and the
-        // transaction decides.
-        let statement = format!(
-            "WITH seen AS MATERIALIZED (SELECT xmin AS version, status FROM jobs WHERE id = $1), \
-             moved AS ( \
-               UPDATE jobs j SET status = $2, failure = coalesce($3, j.failure), updated_at = $4, \
-                 moved_at = $4, engine_applied_until = coalesce($5, j.engine_applied_until) \
-               FROM seen WHERE j.id = $1 AND j.xmin = seen.version \
-                 AND (j.status, j.mode, j.engine IS NOT NULL) IN ({shapes}) \
-                 AND (CAST($5 AS BIGINT) IS NULL OR j.engine_applied_until IS NULL \
-                      OR j.engine_applied_until < $5) \
-               RETURNING j.*, seen.status AS from_status), \
-             noted AS ( \
-               INSERT INTO job_transitions (job_id, from_status, to_status, failure, at, inferred, engine_at) \
-               SELECT id, from_status, $2, $3, $4, false, $6 FROM moved) \
-             SELECT {JOB_COLUMNS}, {children}, j.from_status \
-             FROM moved j LEFT JOIN job_watches w ON w.job_id = j.id \
-             LEFT JOIN engines e ON e.name = j.engine",
-            shapes = shapes_list(shapes),
-            children = children_as_json(),
-        );
-        let moved: Option<MovedRow> = pool
-            .row(
-                Query::new(statement)
-                    .text(id.as_str())
-                    .text(report.status.as_str())
-                    .opt_text(report.failure.as_deref())
-                    .time(Utc::now())
-                    .opt_int(engine_at.map(millis))
-                    .opt_time(engine_at),
-            )
-            .await
-            .map_err(StoreError::from_sqlx)?;
-        let Some(moved) = moved else {
-            return Ok(None);
-        };
-        let transition = Transition::Move {
-            from: job_status(&moved.from_status)?,
-            path: vec![report.status],
-        };
-        let job = moved.job.decode(&self.keyring)?;
-        Ok(Some(MovedJob { transition, job }))
+        self.quiet_moves.submit(id, report, shapes).await
     }
 
     async fn claim_due_actions(

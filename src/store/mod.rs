@@ -15,6 +15,7 @@ mod idempotency;
 mod jobs;
 mod ledger;
 pub mod postgres;
+mod quiet_moves;
 mod rows;
 pub mod secrets;
 mod sql;
@@ -310,10 +311,11 @@ pub trait Ledger: Send + Sync {
     /// A report whose move is one of `shapes` (see
     /// [`moves_without_actions`]) and so plans no action: the job moved,
     /// its history noted and the job read back as it then stands, all in
-    /// one statement, where the store can. `None` when it cannot, when the
-    /// job is in none of `shapes`, or when it changed while the statement
-    /// ran: the caller then reports through [`Ledger::transition_job`],
-    /// which decides and explains every case.
+    /// one statement, where the store can (with the reports of other jobs
+    /// made meanwhile). `None` when it cannot, when the job is in none of
+    /// `shapes`, when another transaction holds it, or when it changed while
+    /// the statement ran: the caller then reports through
+    /// [`Ledger::transition_job`], which decides and explains every case.
     ///
     /// [`moves_without_actions`]: crate::domain::ledger::moves_without_actions
     async fn move_without_actions(

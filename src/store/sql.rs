@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::quiet_moves::QuietMoves;
 use super::{Keyring, StoreError};
 
 /// One parameter of a query.
@@ -129,8 +130,9 @@ pub struct Dialect {
     pub through_index: fn(index: &str) -> String,
     /// Whether one job is read, and a status report that plans no action
     /// is made, in one statement (PostgreSQL: `json_agg` of the job's hooks
-    /// and actions, data-modifying `WITH`, the row version `xmin`) rather
-    /// than in several, which cost no round trip on SQLite.
+    /// and actions, data-modifying `WITH`, the row version `xmin`, several
+    /// jobs' reports at once) rather than in several, which cost no round
+    /// trip on SQLite.
     pub one_statement_jobs: bool,
 }
 
@@ -159,7 +161,7 @@ pub trait Sql: Send {
 /// One store backend: how it connects, and what the two really differ in.
 pub trait Backend: Send + Sync + 'static {
     /// Runs statements one by one, outside any transaction.
-    type Pool: Sql + Clone + Sync;
+    type Pool: Sql + Clone + Sync + 'static;
     /// A transaction; dropped without [`Backend::commit`], it rolls back.
     type Tx: Sql;
 
@@ -214,14 +216,22 @@ impl PoolUse {
 }
 
 /// A store over one backend; the recipes are its trait implementations.
-pub struct SqlStore<B> {
+pub struct SqlStore<B: Backend> {
     pub(crate) backend: B,
     pub(crate) keyring: Arc<Keyring>,
+    /// Status reports that plan no action, where the dialect moves them in
+    /// one statement.
+    pub(crate) quiet_moves: QuietMoves<B::Pool>,
 }
 
 impl<B: Backend> SqlStore<B> {
     pub(crate) fn new(backend: B, keyring: Arc<Keyring>) -> Self {
-        Self { backend, keyring }
+        let quiet_moves = QuietMoves::new(backend.pool(), keyring.clone());
+        Self {
+            backend,
+            keyring,
+            quiet_moves,
+        }
     }
 
     pub(crate) fn pool(&self) -> B::Pool {

@@ -37,7 +37,7 @@ fn is_job_read(statement: &str) -> bool {
 /// The statement that moves a job and reads it back, for a report that
 /// plans no action (PostgreSQL).
 fn is_one_statement_move(statement: &str) -> bool {
-    statement.trim_start().starts_with("WITH seen") && statement.contains("UPDATE jobs")
+    statement.trim_start().starts_with("WITH report") && statement.contains("UPDATE jobs")
 }
 
 /// How a report that plans no action is made.

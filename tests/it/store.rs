@@ -1223,9 +1223,9 @@ async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(
         "a streaming job is in no batch shape"
     );
 
-    // A change committed while the statement waited for the job's lock:
-    // the hooks and actions it read may be older than the row, so it moves
-    // nothing.
+    // A job another transaction holds is not waited for: it moves
+    // nothing (the hooks and actions read could be older than its row),
+    // and the transaction decides once the holder is done.
     use sqlx::Connection;
     let url = backend.url.as_deref().unwrap();
     let mut other = sqlx::PgConnection::connect(url).await.unwrap();
@@ -1235,31 +1235,15 @@ async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(
         .execute(&mut other)
         .await
         .unwrap();
-    let waiting = {
-        let (store, id) = (store.clone(), new.id.clone());
-        tokio::spawn(async move {
-            store
-                .move_without_actions(&id, &observed(Running, 4_000), &shapes(Running))
-                .await
-        })
-    };
-    let mut watcher = sqlx::PgConnection::connect(url).await.unwrap();
-    for _ in 0..500 {
-        let (blocked,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&mut watcher)
-        .await
-        .unwrap();
-        if blocked > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let held = tokio::time::timeout(
+        Duration::from_secs(10),
+        store.move_without_actions(&new.id, &observed(Running, 4_000), &shapes(Running)),
+    )
+    .await
+    .expect("a held job is passed over, not waited for")
+    .unwrap();
+    assert!(held.is_none(), "held by another transaction: {held:?}");
     sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
-    let raced = waiting.await.unwrap().unwrap();
-    assert!(raced.is_none(), "changed meanwhile: {raced:?}");
     let (running, transition) = store
         .move_job(&new.id, &observed(Running, 4_000))
         .await
@@ -1322,4 +1306,129 @@ async fn postgres_connections_cut_by_the_server_fail_only_the_statements_under_w
     let taken = store.insert_catalog(&mem).await.unwrap_err();
     assert!(matches!(taken, StoreError::CatalogExists(_)), "{taken}");
     assert!(store.get_catalog(&name("mem")).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn quiet_moves_of_many_jobs_at_once_each_move_their_own_job_and_a_held_job_holds_up_none() {
+    use JobStatus::{Created, Restarting, Running};
+    let Some(backend) = postgres().await else {
+        return;
+    };
+    let store = &backend.store;
+    let mut jobs = Vec::new();
+    for _ in 0..12 {
+        let new = job(JobMode::Streaming, 1, &[]);
+        insert(store, &new).await;
+        for (status, at) in [(Created, 1_000), (Running, 2_000)] {
+            store
+                .move_job(&new.id, &observed(status, at))
+                .await
+                .unwrap();
+        }
+        jobs.push(new.id);
+    }
+    // Another transaction holds the first job's row for the whole run.
+    use sqlx::Connection;
+    let url = backend.url.as_deref().unwrap();
+    let mut other = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(jobs[0].as_str())
+        .execute(&mut other)
+        .await
+        .unwrap();
+
+    // Every job reports at once, ten times in turn; two reporters on the
+    // last job race each other, one of them a step behind.
+    const REPORTS: i64 = 10;
+    let reporters: Vec<_> = jobs
+        .iter()
+        .chain(std::iter::once(&jobs[11]))
+        .enumerate()
+        .map(|(reporter, id)| {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                let behind = i64::from(reporter == 12);
+                for n in 0..REPORTS {
+                    let status = if (n + behind) % 2 == 0 {
+                        Restarting
+                    } else {
+                        Running
+                    };
+                    let at = 3_000 + n * 100 + reporter as i64;
+                    let moved = store
+                        .move_without_actions(
+                            &id,
+                            &observed(status, at),
+                            &moves_without_actions(status),
+                        )
+                        .await
+                        .unwrap();
+                    answers.push((status, moved));
+                }
+                (id, answers)
+            })
+        })
+        .collect();
+    let answered = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures_util::future::join_all(reporters),
+    )
+    .await
+    .expect("no report waits for the held job");
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+
+    let mut moves = std::collections::HashMap::new();
+    for (reporter, joined) in answered.into_iter().enumerate() {
+        let (id, answers) = joined.unwrap();
+        let moved: Vec<_> = answers
+            .iter()
+            .filter_map(|(status, moved)| moved.as_ref().map(|m| (*status, m)))
+            .collect();
+        if reporter == 0 {
+            assert!(moved.is_empty(), "the held job moves in no batch");
+            continue;
+        }
+        for (status, m) in &moved {
+            assert_eq!(m.job.id, id, "each report is answered with its own job");
+            assert_eq!(m.job.status, *status);
+            let from = if *status == Restarting {
+                Running
+            } else {
+                Restarting
+            };
+            assert_eq!(
+                m.transition,
+                Transition::Move {
+                    from,
+                    path: vec![*status]
+                }
+            );
+        }
+        if reporter < 11 {
+            assert_eq!(
+                moved.len() as i64,
+                REPORTS,
+                "a job alone moves on every report"
+            );
+        }
+        *moves.entry(id).or_insert(0) += moved.len();
+    }
+    // What the answers said is what the store holds: one history row per
+    // move, each from the status the one before left.
+    for (index, id) in jobs.iter().enumerate() {
+        let history = store.status_history(id).await.unwrap();
+        let quiet = history.len() - 3;
+        assert_eq!(
+            quiet,
+            moves.get(id).copied().unwrap_or(0),
+            "job {index}: one move recorded per report answered as moved: {history:?}"
+        );
+        for pair in history.windows(2) {
+            assert_eq!(pair[1].from, Some(pair[0].to), "job {index}: {history:?}");
+        }
+        let stored = store.get_job(id).await.unwrap().unwrap();
+        assert_eq!(stored.status, history.last().unwrap().to);
+    }
 }
