@@ -379,6 +379,46 @@ async fn tables_postgres_cannot_hold_are_refused_at_submission() {
 }
 
 #[tokio::test]
+async fn a_postgres_database_dropped_after_use_is_missing_for_the_next_job_and_the_next_action() {
+    use ctasd::domain::job::JobStatus::{Created, Finished, Running};
+    let (Some(pg), Some(gone)) = (TestPostgres::create().await, TestPostgres::create().await)
+    else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    app.register("c", postgres_options(&pg)).await;
+    let target = gone.database.as_str();
+    // A job stages its table there: the catalog has found the database,
+    // and has seen this definition pass its dry run.
+    let first = app
+        .submit(&with_columns("t", target, columns(2, "INT"), None))
+        .await;
+    app.report_all(&first.id, &[Created, Running]).await;
+    pg.execute(&format!("DROP DATABASE \"{target}\" WITH (FORCE)"))
+        .await;
+
+    let again = app
+        .post(
+            "/v1/jobs",
+            &with_columns("u", target, columns(2, "INT"), None),
+        )
+        .await;
+    let finished = app.report(&first.id, Finished).await;
+
+    again.assert_problem(422, "DATABASE_NOT_FOUND");
+    assert!(again.detail().contains(target), "{}", again.detail());
+    assert_eq!(finished.status, 200, "{}", finished.text);
+    let commit = &finished.body["actions_taken"][0];
+    assert_eq!(commit["action"], "commit", "{}", finished.text);
+    assert_eq!(commit["state"], "failed", "{}", finished.text);
+    let error = commit["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("database '{target}' does not exist")),
+        "the commit names the missing database: {error}"
+    );
+}
+
+#[tokio::test]
 async fn tables_mariadb_cannot_hold_are_refused_at_submission_even_where_only_it_knows() {
     let Some(my) = TestMysql::create().await else {
         return;

@@ -19,7 +19,7 @@ pub mod mysql;
 pub mod postgres;
 pub mod sqlite;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,13 @@ const HIDDEN_PREFIX: &str = "__ctasd_";
 
 /// How long opening a connection may take before the catalog is reported unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a table definition the database accepted in a dry run is
+/// taken as accepted again, without another dry run.
+const ACCEPTED_FOR: Duration = Duration::from_secs(60);
+
+/// Most definitions remembered as accepted; past it, they start afresh.
+const MOST_ACCEPTED: usize = 1024;
 
 static OPTIONS: &[OptionSpec] = &[
     OptionSpec::location(
@@ -232,6 +239,8 @@ impl CatalogFactory for JdbcCatalogFactory {
             options: options.clone(),
             default_database,
             not_stores: Mutex::new(HashSet::new()),
+            found_databases: std::sync::Mutex::new(HashSet::new()),
+            accepted: std::sync::Mutex::new(HashMap::new()),
         };
         catalog.check_connection().await?;
         match catalog.refuse_store(&catalog.default_database).await {
@@ -410,6 +419,19 @@ pub(crate) trait Server: Send + Sync {
     /// The text that may hold a staging's marker (its comment, or its DDL
     /// on SQLite); `None` when the table does not exist.
     async fn table_note(&self, database: &str, table: &str) -> Result<Option<String>, sqlx::Error>;
+    /// [`Server::table_note`] of each of `tables`, in one round trip where
+    /// the system can.
+    async fn table_notes(
+        &self,
+        database: &str,
+        tables: &[&str],
+    ) -> Result<Vec<Option<String>>, sqlx::Error> {
+        let mut notes = Vec::with_capacity(tables.len());
+        for table in tables {
+            notes.push(self.table_note(database, table).await?);
+        }
+        Ok(notes)
+    }
     async fn holds_store(&self, database: &str, marker_table: &str) -> Result<bool, sqlx::Error>;
     /// Whether `relation` names an object of the schema other than one of
     /// `table`'s indexes (PostgreSQL: a primary key names its index).
@@ -433,6 +455,16 @@ pub(crate) trait Server: Send + Sync {
     /// Whether a refusal is worth retrying (a lock, a deadlock, the server
     /// busy or restarting) rather than final.
     fn is_transient(&self, error: &dyn sqlx::error::DatabaseError) -> bool;
+    /// Whether every operation on a database that is gone fails with an
+    /// error [`Server::is_missing_database`] knows, rather than creating
+    /// the database or finding it empty: then a database found once need
+    /// not be looked up before each operation.
+    fn reports_missing_databases(&self) -> bool {
+        false
+    }
+    fn is_missing_database(&self, _error: &dyn sqlx::error::DatabaseError) -> bool {
+        false
+    }
     async fn close(&self);
 }
 
@@ -444,6 +476,13 @@ pub struct JdbcCatalog {
     default_database: String,
     /// Databases already shown not to hold a ctasd store.
     not_stores: Mutex<HashSet<String>>,
+    /// Databases found to exist (and hold no store), where the server
+    /// [reports missing databases](Server::reports_missing_databases): not
+    /// looked up again until an operation finds one gone.
+    found_databases: std::sync::Mutex<HashSet<String>>,
+    /// When each (database, definition as DDL) passed its dry run: the same
+    /// definition submitted again soon is not tried again.
+    accepted: std::sync::Mutex<HashMap<(String, String), std::time::Instant>>,
 }
 
 fn staging_table(staging: &Staging) -> String {
@@ -480,6 +519,10 @@ impl JdbcCatalog {
     /// connection, a time-out) is `Unavailable` and retried.
     fn failed(&self, database: &str, error: sqlx::Error) -> CatalogError {
         match &error {
+            sqlx::Error::Database(db) if self.server.is_missing_database(db.as_ref()) => {
+                self.found_databases().remove(database);
+                CatalogError::DatabaseNotFound(database.to_owned())
+            }
             sqlx::Error::Database(db) if !self.server.is_transient(db.as_ref()) => {
                 CatalogError::Refused(self.options.redact(&format!(
                     "{} refused: {}",
@@ -529,12 +572,48 @@ impl JdbcCatalog {
     }
 
     /// The database exists and is not a ctasd store: every operation on a
-    /// database starts here.
+    /// database starts here. Where the server reports missing databases,
+    /// one found before is taken as there, and an operation that finds it
+    /// gone fails as [`CatalogError::DatabaseNotFound`] all the same.
     async fn ensure_database(&self, database: &str) -> Result<(), CatalogError> {
+        if self.server.reports_missing_databases() && self.found_databases().contains(database) {
+            return Ok(());
+        }
+        self.look_up_database(database).await
+    }
+
+    /// [`JdbcCatalog::ensure_database`], looked up now: a job is refused at
+    /// submission, not at its first action, if its database is gone.
+    async fn look_up_database(&self, database: &str) -> Result<(), CatalogError> {
         if !self.list_databases().await?.iter().any(|d| d == database) {
             return Err(CatalogError::DatabaseNotFound(database.to_owned()));
         }
-        self.refuse_store(database).await
+        self.refuse_store(database).await?;
+        self.found_databases().insert(database.to_owned());
+        Ok(())
+    }
+
+    fn accepted_lately(&self, definition: &(String, String)) -> bool {
+        let accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
+        accepted
+            .get(definition)
+            .is_some_and(|at| at.elapsed() < ACCEPTED_FOR)
+    }
+
+    fn remember_accepted(&self, definition: (String, String)) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
+        if accepted.len() >= MOST_ACCEPTED {
+            accepted.retain(|_, at| at.elapsed() < ACCEPTED_FOR);
+        }
+        if accepted.len() < MOST_ACCEPTED {
+            accepted.insert(definition, std::time::Instant::now());
+        }
+    }
+
+    fn found_databases(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.found_databases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Refuses a database that holds a ctasd store (this process's own or
@@ -652,8 +731,13 @@ impl JdbcCatalog {
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut names = Vec::new();
         for (staging, publish) in batch {
-            let staged_exists = self.exists(database, &staging_table(staging)).await?;
-            let target_exists = self.exists(database, &staging.table).await?;
+            let staged = staging_table(staging);
+            let notes = self
+                .server
+                .table_notes(database, &[&staged, &staging.table])
+                .await
+                .map_err(|e| self.failed(database, e))?;
+            let [staged_exists, target_exists] = [0, 1].map(|i| notes[i].is_some());
             match (staged_exists, target_exists, publish) {
                 (false, true, _) => {
                     // Published already, perhaps by a run that crashed
@@ -899,7 +983,7 @@ impl Catalog for JdbcCatalog {
         dialect
             .check_table(table, definition)
             .map_err(Self::unsupported)?;
-        self.ensure_database(database).await?;
+        self.look_up_database(database).await?;
         if let Some(pk) = &definition.primary_key {
             let owner = if existing { table } else { "" };
             let taken = self
@@ -917,18 +1001,36 @@ impl Catalog for JdbcCatalog {
             }
         }
         // Whatever the system refuses that this code does not know (row
-        // size, a privilege, a limit) is refused now, in its own words.
+        // size, a privilege, a limit) is refused now, in its own words: a
+        // table of this definition is created under a unique name and
+        // taken back, unless the same definition passed a moment ago.
+        let probe_ddl = |probe: &str, probe_key: &str| {
+            let shape = Shape {
+                key_name: dialect.stages_key_name().then_some(probe_key),
+                attempt: Some(0),
+            };
+            dialect
+                .create_table(&self.name_of(database, probe)?, definition, shape)
+                .map_err(Self::unsupported)
+        };
+        let seen = (
+            database.to_owned(),
+            probe_ddl("probe", "probekey")?.join(";\n"),
+        );
+        if self.accepted_lately(&seen) {
+            return Ok(());
+        }
         let probe = format!("{HIDDEN_PREFIX}probe_{}", uuid::Uuid::new_v4().simple());
         let probe_key = format!("{HIDDEN_PREFIX}probekey_{}", uuid::Uuid::new_v4().simple());
-        let shape = Shape {
-            key_name: dialect.stages_key_name().then_some(probe_key.as_str()),
-            attempt: Some(0),
-        };
-        let statements = dialect
-            .create_table(&self.name_of(database, &probe)?, definition, shape)
-            .map_err(Self::unsupported)?;
-        match self.server.dry_run(database, &statements).await {
-            Ok(()) => Ok(()),
+        match self
+            .server
+            .dry_run(database, &probe_ddl(&probe, &probe_key)?)
+            .await
+        {
+            Ok(()) => {
+                self.remember_accepted(seen);
+                Ok(())
+            }
             Err(e) => match self.failed(database, e) {
                 CatalogError::Refused(reason) => Err(CatalogError::Unsupported(reason)),
                 other => Err(other),

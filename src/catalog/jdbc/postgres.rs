@@ -244,6 +244,30 @@ impl Server for PostgresServer {
         Ok(row.map(|(note,)| note.unwrap_or_default()))
     }
 
+    async fn table_notes(
+        &self,
+        database: &str,
+        tables: &[&str],
+    ) -> Result<Vec<Option<String>>, sqlx::Error> {
+        let found: Vec<(String, Option<String>)> = sqlx::query_as(
+            "SELECT c.relname::text, obj_description(c.oid, 'pg_class') FROM pg_class c \
+             WHERE c.relname = ANY($1) AND c.relnamespace = current_schema()::regnamespace \
+               AND c.relkind IN ('r', 'p')",
+        )
+        .bind(tables)
+        .fetch_all(&self.pool(database).await)
+        .await?;
+        Ok(tables
+            .iter()
+            .map(|table| {
+                found
+                    .iter()
+                    .find(|(name, _)| name == table)
+                    .map(|(_, note)| note.clone().unwrap_or_default())
+            })
+            .collect())
+    }
+
     async fn holds_store(&self, database: &str, marker_table: &str) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $1 AND relkind IN ('r', 'p'))",
@@ -301,6 +325,18 @@ impl Server for PostgresServer {
             || code.starts_with("40")
             || code.starts_with("53")
             || matches!(code, "55P03" | "57014" | "57P01" | "57P02" | "57P03")
+    }
+
+    fn reports_missing_databases(&self) -> bool {
+        // Every operation connects to the database itself: connecting to
+        // one that is gone fails, and dropping one ends the connections
+        // open to it.
+        true
+    }
+
+    fn is_missing_database(&self, error: &dyn sqlx::error::DatabaseError) -> bool {
+        // invalid_catalog_name: "database ... does not exist".
+        error.code().as_deref() == Some("3D000")
     }
 
     async fn close(&self) {
