@@ -128,7 +128,11 @@ impl Services {
             id: Some(id.to_string()),
             ..request.clone()
         });
-        if let Some(existing) = self.store.get_job(&id).await? {
+        // A job submitted again under its own id answers as it stands; an
+        // id made just now is new (and should it not be, the store says so).
+        if request.id.is_some()
+            && let Some(existing) = self.store.get_job(&id).await?
+        {
             return resubmitted(existing, &fingerprint);
         }
         let mut hooks = Vec::with_capacity(request.hooks.len());

@@ -579,12 +579,6 @@ impl JdbcCatalog {
         if self.server.reports_missing_databases() && self.found_databases().contains(database) {
             return Ok(());
         }
-        self.look_up_database(database).await
-    }
-
-    /// [`JdbcCatalog::ensure_database`], looked up now: a job is refused at
-    /// submission, not at its first action, if its database is gone.
-    async fn look_up_database(&self, database: &str) -> Result<(), CatalogError> {
         if !self.list_databases().await?.iter().any(|d| d == database) {
             return Err(CatalogError::DatabaseNotFound(database.to_owned()));
         }
@@ -983,7 +977,7 @@ impl Catalog for JdbcCatalog {
         dialect
             .check_table(table, definition)
             .map_err(Self::unsupported)?;
-        self.look_up_database(database).await?;
+        self.ensure_database(database).await?;
         if let Some(pk) = &definition.primary_key {
             let owner = if existing { table } else { "" };
             let taken = self
