@@ -243,3 +243,104 @@ async fn count_statements(
         ));
     }
 }
+
+/// The statements of `statements` that run `fragment`.
+fn running<'a>(statements: &'a [String], fragment: &str) -> Vec<&'a String> {
+    statements.iter().filter(|s| s.contains(fragment)).collect()
+}
+
+#[tokio::test]
+async fn a_postgres_target_is_tried_once_per_definition_and_looked_up_once_per_submission() {
+    let Some(target) = TestPostgres::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path());
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.base);
+    let options = crate::helpers::postgres_options(&target);
+    let registered = client
+        .post(url("/v1/catalogs"))
+        .json(&json!({"name": "pg", "options": options}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        registered.status(),
+        201,
+        "{}",
+        registered.text().await.unwrap()
+    );
+
+    // Two jobs of one definition and one of another, each submitted and
+    // taken through its whole lifecycle.
+    let definitions = [("a", "BIGINT"), ("b", "BIGINT"), ("c", "STRING")];
+    for (table, data_type) in definitions {
+        let job = json!({"name": table, "mode": "batch", "hooks": [{
+            "kind": "create_table_as",
+            "target": {"catalog": "pg", "table": table},
+            "table": {"columns": [{"name": "id", "type": data_type}]}
+        }]});
+        let submitted = client
+            .post(url("/v1/jobs"))
+            .header("x-request-id", format!("submit-{table}"))
+            .json(&job)
+            .send()
+            .await
+            .unwrap();
+        let status = submitted.status();
+        let body: Value = submitted.json().await.unwrap();
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_str().unwrap().to_owned();
+        for status in ["CREATED", "RUNNING", "FINISHED"] {
+            let reply = client
+                .put(url(&format!("/v1/jobs/{id}/status")))
+                .header("x-request-id", format!("{status}-{table}"))
+                .json(&json!({"status": status}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), 200, "{status}");
+        }
+    }
+
+    let log = server.stop();
+    let mut tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' ORDER BY 1",
+    )
+    .fetch_all(&mut target.connect().await)
+    .await
+    .unwrap();
+    tables.retain(|t| !t.starts_with("__ctasd_"));
+    assert_eq!(tables, ["a", "b", "c"], "every job published its table");
+    for (table, _) in definitions {
+        let submit = statements_of(&log, &format!("submit-{table}"));
+        // The first job also has the catalog find the database (and see
+        // that it holds no store); the others find it found.
+        assert_eq!(
+            running(&submit, "FROM pg_database").len(),
+            if table == "a" { 2 } else { 1 },
+            "submitting {table} looks its database up once:\n{}",
+            submit.join("\n")
+        );
+        let tried = running(&submit, "CREATE TABLE \"__ctasd_probe").len();
+        assert_eq!(
+            tried,
+            usize::from(table != "b"),
+            "{table}'s definition is tried unless it passed a moment ago:\n{}",
+            submit.join("\n")
+        );
+        for status in ["CREATED", "FINISHED"] {
+            let action = statements_of(&log, &format!("{status}-{table}"));
+            assert!(!action.is_empty(), "{status} of {table} logged nothing");
+            assert!(
+                running(&action, "pg_database").is_empty(),
+                "{status} of {table} takes its database as found:\n{}",
+                action.join("\n")
+            );
+        }
+    }
+    figure(
+        "queries: a PostgreSQL target: one database lookup per submission, one dry run per definition",
+    );
+}
