@@ -1,8 +1,9 @@
 //! A status report. One that plans no action (a streaming job restarting,
 //! a batch job starting to run) is written and read back in one statement
-//! where the store can (with other jobs' reports made meanwhile); any other, or one the store cannot do so, moves in
-//! one transaction with the actions it implies (and claims the due ones),
-//! the actions run, and the job answers as it then stands, read once.
+//! where the store can (with other jobs' reports made meanwhile); any
+//! other, or one the store cannot do so, moves in one transaction with the
+//! actions it implies (and claims the due ones), the actions run, and the
+//! job answers as it then stands, read once.
 //!
 //! What mode a job has and whether it is watched never change, so this
 //! process remembers them for the jobs it has seen: a report that must

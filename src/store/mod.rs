@@ -38,7 +38,7 @@ use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention, 
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
 pub use secrets::Keyring;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("catalog '{0}' already exists")]
     CatalogExists(String),

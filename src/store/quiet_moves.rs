@@ -24,7 +24,7 @@ use tracing::Instrument;
 use super::jobs::{JOB_COLUMNS, JobAsJson, children_as_json};
 use super::rows::job_status;
 use super::sql::{Param, Query, Sql};
-use super::{Keyring, MovedJob, StoreError, connection_lost};
+use super::{Keyring, MovedJob, StoreError};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::ledger::{Preparation, Shape};
 
@@ -227,24 +227,19 @@ async fn run<P: Sql + Clone + Sync>(shared: Arc<Shared<P>>) {
         drop(taken);
         for request in batch {
             let answer = match &mut answers {
-                Ok(moved) => Ok(moved.remove(request.job.as_str())),
-                Err((lost, reason)) => Err(match lost {
-                    true => StoreError::Unavailable(reason.clone()),
-                    false => StoreError::Internal(reason.clone()),
-                }),
+                Ok(moved) => moved.remove(request.job.as_str()).transpose(),
+                Err(error) => Err(error.clone()),
             };
             // A caller that went away has nothing to be told.
-            let _ = request
-                .answer
-                .send(answer.and_then(|moved| moved.transpose()));
+            let _ = request.answer.send(answer);
         }
     }
 }
 
-type BatchAnswers = Result<HashMap<String, Result<MovedJob, StoreError>>, (bool, String)>;
+type BatchAnswers = Result<HashMap<String, Result<MovedJob, StoreError>>, StoreError>;
 
 /// One statement for `batch`: the jobs that moved, by id; or why the
-/// statement failed (and whether the store was lost), for every report.
+/// statement failed, for every report.
 async fn move_batch<P: Sql + Clone>(shared: &Shared<P>, batch: &[Request]) -> BatchAnswers {
     let reports: Vec<_> = batch
         .iter()
@@ -269,24 +264,22 @@ async fn move_batch<P: Sql + Clone>(shared: &Shared<P>, batch: &[Request]) -> Ba
         .clone()
         .rows(query)
         .await
-        .map_err(|e| (connection_lost(&e), e.to_string()))?;
-    let reported: HashMap<&str, &StatusReport> =
-        batch.iter().map(|r| (r.job.as_str(), &r.report)).collect();
+        .map_err(StoreError::from_sqlx)?;
     Ok(rows
         .into_iter()
-        .filter_map(|row| {
-            let report = reported.get(row.job.job.id.as_str())?;
+        .map(|row| {
             let id = row.job.job.id.clone();
             let moved = job_status(&row.from_status).and_then(|from| {
+                let job = row.job.decode(&shared.keyring)?;
                 Ok(MovedJob {
                     transition: Transition::Move {
                         from,
-                        path: vec![report.status],
+                        path: vec![job.status],
                     },
-                    job: row.job.decode(&shared.keyring)?,
+                    job,
                 })
             });
-            Some((id, moved))
+            (id, moved)
         })
         .collect())
 }

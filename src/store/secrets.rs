@@ -33,7 +33,7 @@ pub enum KeyringError {
     },
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SealError {
     #[error("sealed value is malformed")]
     Malformed,

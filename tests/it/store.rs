@@ -1146,10 +1146,10 @@ async fn outcomes_stored_in_words_by_earlier_versions_are_renamed_by_their_migra
     );
 }
 
-async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(backend: Backend) {
-    use JobStatus::{Created, Restarting, Running};
-    let store = &backend.store;
-    let new = job(JobMode::Streaming, 2, &[]);
+/// A streaming job with `hooks` hooks, reported CREATED and RUNNING.
+async fn running_streaming_job(store: &Arc<dyn Store>, hooks: usize) -> NewJob {
+    use JobStatus::{Created, Running};
+    let new = job(JobMode::Streaming, hooks, &[]);
     insert(store, &new).await;
     for (status, at) in [(Created, 1_000), (Running, 2_000)] {
         store
@@ -1157,6 +1157,28 @@ async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(
             .await
             .unwrap();
     }
+    new
+}
+
+/// A connection to the PostgreSQL store with a transaction open, in which
+/// `statement` ran on the job `id` (`$1`): it holds the job's row.
+async fn in_transaction(backend: &Backend, statement: &str, id: &JobId) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let url = backend.url.as_deref().unwrap();
+    let mut other = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+        .bind(id.as_str())
+        .execute(&mut other)
+        .await
+        .unwrap();
+    other
+}
+
+async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(backend: Backend) {
+    use JobStatus::{Restarting, Running};
+    let store = &backend.store;
+    let new = running_streaming_job(store, 2).await;
     // A job read alone (one statement where the store can) answers as the
     // same job read among others (hooks and actions queried apiece).
     insert(store, &job(JobMode::Batch, 1, &[])).await;
@@ -1226,15 +1248,12 @@ async fn a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can(
     // A job another transaction holds is not waited for: it moves
     // nothing (the hooks and actions read could be older than its row),
     // and the transaction decides once the holder is done.
-    use sqlx::Connection;
-    let url = backend.url.as_deref().unwrap();
-    let mut other = sqlx::PgConnection::connect(url).await.unwrap();
-    sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
-    sqlx::query("UPDATE jobs SET updated_at = now() WHERE id = $1")
-        .bind(new.id.as_str())
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = in_transaction(
+        &backend,
+        "UPDATE jobs SET updated_at = now() WHERE id = $1",
+        &new.id,
+    )
+    .await;
     let held = tokio::time::timeout(
         Duration::from_secs(10),
         store.move_without_actions(&new.id, &observed(Running, 4_000), &shapes(Running)),
@@ -1310,33 +1329,22 @@ async fn postgres_connections_cut_by_the_server_fail_only_the_statements_under_w
 
 #[tokio::test]
 async fn quiet_moves_of_many_jobs_at_once_each_move_their_own_job_and_a_held_job_holds_up_none() {
-    use JobStatus::{Created, Restarting, Running};
+    use JobStatus::{Restarting, Running};
     let Some(backend) = postgres().await else {
         return;
     };
     let store = &backend.store;
     let mut jobs = Vec::new();
     for _ in 0..12 {
-        let new = job(JobMode::Streaming, 1, &[]);
-        insert(store, &new).await;
-        for (status, at) in [(Created, 1_000), (Running, 2_000)] {
-            store
-                .move_job(&new.id, &observed(status, at))
-                .await
-                .unwrap();
-        }
-        jobs.push(new.id);
+        jobs.push(running_streaming_job(store, 1).await.id);
     }
     // Another transaction holds the first job's row for the whole run.
-    use sqlx::Connection;
-    let url = backend.url.as_deref().unwrap();
-    let mut other = sqlx::PgConnection::connect(url).await.unwrap();
-    sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
-    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(jobs[0].as_str())
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = in_transaction(
+        &backend,
+        "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE",
+        &jobs[0],
+    )
+    .await;
 
     // Every job reports at once, ten times in turn; two reporters on the
     // last job race each other, one of them a step behind.

@@ -233,15 +233,7 @@ impl Server for PostgresServer {
     }
 
     async fn table_note(&self, database: &str, table: &str) -> Result<Option<String>, sqlx::Error> {
-        let row: Option<(Option<String>,)> = sqlx::query_as(
-            "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c \
-             WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace \
-               AND c.relkind IN ('r', 'p')",
-        )
-        .bind(table)
-        .fetch_optional(&self.pool(database).await)
-        .await?;
-        Ok(row.map(|(note,)| note.unwrap_or_default()))
+        Ok(self.table_notes(database, &[table]).await?.pop().flatten())
     }
 
     async fn table_notes(
