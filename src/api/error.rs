@@ -76,6 +76,7 @@ pub enum ProblemCode {
     JobExists,
     JobNotFound,
     TransitionIllegal,
+    StaleRun,
     ActionNotFound,
     ActionNotSettleable,
     PreconditionFailed,
@@ -115,7 +116,7 @@ impl ProblemCode {
             IdempotencyKeyInUse => StatusCode::CONFLICT,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
-            | TableNotOwned | StagingMissing | JobExists | TransitionIllegal
+            | TableNotOwned | StagingMissing | JobExists | TransitionIllegal | StaleRun
             | ActionNotSettleable | EngineJobIdTaken | EngineExists | EngineInUse
             | EngineModified => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -199,6 +200,7 @@ impl ProblemCode {
             JobExists => "Job already exists",
             JobNotFound => "Job not found",
             TransitionIllegal => "Illegal status transition",
+            StaleRun => "Status of an earlier run",
             ActionNotFound => "Action not found",
             ActionNotSettleable => "Action cannot be settled so",
             PreconditionFailed => "Precondition failed",
@@ -485,6 +487,7 @@ impl From<ServiceError> for ApiError {
                     ..Self::new(C::TransitionIllegal, detail)
                 }
             }
+            ServiceError::StaleRun(_) => Self::new(C::StaleRun, detail),
             ServiceError::Decision(DecisionError::NotFound { .. }) => {
                 Self::new(C::ActionNotFound, detail)
             }

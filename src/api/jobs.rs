@@ -529,7 +529,7 @@ async fn get_job(
         (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`TRANSITION_ILLEGAL`: the detail names the legal next statuses", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`TRANSITION_ILLEGAL`: the detail names the legal next statuses; `STALE_RUN`: the status's time in `timestamps` is before the job was submitted (an earlier run under the same engine job id), so nothing is published or discarded", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`BODY_INVALID` (e.g. an unknown status)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),

@@ -39,6 +39,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::config::ServeSettings;
+use crate::domain::engine::printable;
 use crate::service::Services;
 use auth::{Authorized, need};
 use error::{ApiError, ProblemCode};
@@ -146,17 +147,43 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         .layer(middleware::from_fn_with_state(services, observe::observe))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
             let id = request.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or_default();
-            // The path only: query strings are not logged.
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+            // The path only: query strings are not logged. Escaped, so that
+            // no control or line separator reaches a text log line.
+            let path = printable(request.uri().path());
+            tracing::info_span!("request", method = %request.method(), path = %path, request_id = %id)
         })
         // `observe` logs the answer, with its latency as a number.
         .on_response(()))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid));
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(middleware::from_fn(safe_request_id));
     match settings.cors_allowed_origins.as_slice() {
         [] => app,
         origins => app.layer(cors(origins)),
     }
+}
+
+/// Longest `X-Request-Id` kept from a client.
+const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// Keeps a client's `X-Request-Id` only when it is a safe token (letters,
+/// digits, `-`, `_`, `.`, `:`; at most [`MAX_REQUEST_ID_LEN`]); any other
+/// is dropped, and ctasd makes one, so no log field can be forged.
+async fn safe_request_id(mut request: Request, next: Next) -> Response {
+    let safe = |value: &HeaderValue| {
+        let bytes = value.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= MAX_REQUEST_ID_LEN
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+    };
+    let ids = request.headers().get_all(&REQUEST_ID);
+    let one_safe = ids.iter().count() == 1 && ids.iter().all(safe);
+    if !one_safe {
+        request.headers_mut().remove(&REQUEST_ID);
+    }
+    next.run(request).await
 }
 
 /// CORS for the configured origins (none: no CORS headers at all). A

@@ -80,6 +80,25 @@ impl ProtectedPaths {
         })
     }
 
+    /// Why the SQLite database file at `path` may not be opened, if it may
+    /// not: one of ctasd's own files under another name, or a file that
+    /// resolves (through symbolic links) into a directory a database
+    /// directory may not be.
+    pub fn refuse_database_file(&self, path: &Path) -> Option<String> {
+        if let Some(reason) = self.refuse_file(path) {
+            return Some(reason);
+        }
+        let resolved = path.canonicalize().ok()?;
+        let directory = resolved.parent()?;
+        self.refuse_database_directory(directory).map(|reason| {
+            format!(
+                "'{}' resolves to '{}': {reason}",
+                path.display(),
+                resolved.display()
+            )
+        })
+    }
+
     /// Why the file at `path` may not be opened as a catalog's database, if
     /// it is one of ctasd's own files under another name.
     pub fn refuse_file(&self, path: &Path) -> Option<String> {
@@ -114,8 +133,12 @@ impl ProtectedPaths {
     }
 
     /// Why `path` (canonical) may not hold a catalog's SQLite database
-    /// files, if it may not: ctasd's data directory and anything below it.
+    /// files, if it may not: the same system trees and shared roots as a
+    /// warehouse, and ctasd's data directory and anything below it.
     pub fn refuse_database_directory(&self, path: &Path) -> Option<String> {
+        if let Some(reason) = refuse_system_path(path) {
+            return Some(reason);
+        }
         if let Some(own) = self.directories.iter().find(|own| path.starts_with(own)) {
             return Some(format!(
                 "'{}' is inside ctasd's data directory '{}', which holds ctasd's own store",

@@ -324,6 +324,31 @@ pub fn root_cause(stacktrace: &str) -> String {
     truncate(&cause, MAX_FAILURE_LEN)
 }
 
+/// Longest engine value quoted in a message or kept as it is (a state, a
+/// version), in characters.
+pub const MAX_QUOTED_LEN: usize = 64;
+
+/// A short value from an engine's answer as ctasd quotes it: controls
+/// escaped, at most [`MAX_QUOTED_LEN`] characters.
+pub fn quoted(value: &str) -> String {
+    truncate(&printable(value), MAX_QUOTED_LEN)
+}
+
+/// `text` with every character that could forge or break a line of text
+/// escaped as `\u{..}`: C0 and C1 controls, DEL, and the Unicode line and
+/// paragraph separators.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// At most `max` characters of `text`, ending with `…` when cut.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -338,6 +363,18 @@ pub fn truncate(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use JobStatus::*;
+
+    #[test]
+    fn quoted_engine_values_are_escaped_and_bounded() {
+        assert_eq!(
+            printable("a\u{1b}[31mb\u{9b}c\u{2028}d\n"),
+            "a\\u{1b}[31mb\\u{9b}c\\u{2028}d\\u{a}"
+        );
+        assert_eq!(printable("plain ünïcode"), "plain ünïcode");
+        let long = quoted(&"x".repeat(4 << 20));
+        assert_eq!(long.chars().count(), MAX_QUOTED_LEN);
+        assert!(long.ends_with('…'));
+    }
 
     #[test]
     fn engine_urls_are_plain_http_endpoints() {

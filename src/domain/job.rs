@@ -235,6 +235,51 @@ impl StatusReport {
     }
 }
 
+/// How far an engine's clock may be behind ctasd's before a time it
+/// gives is taken to be before a job was submitted.
+pub const CLOCK_SKEW_ALLOWANCE: chrono::Duration = chrono::Duration::seconds(60);
+
+/// A terminal status that an earlier run under the same engine job id
+/// reached: it ended before this job was submitted (beyond
+/// [`CLOCK_SKEW_ALLOWANCE`]), so it is not evidence about this job's run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the engine says the job reached {status} at {}, before this job was submitted at {} \
+     (beyond the {} s clock-skew allowance): that was an earlier run under the same engine job \
+     id, so nothing is published or discarded; the job waits for its own run",
+    ended_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    submitted_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    CLOCK_SKEW_ALLOWANCE.num_seconds()
+)]
+pub struct StaleRun {
+    pub status: JobStatus,
+    pub ended_at: chrono::DateTime<chrono::Utc>,
+    pub submitted_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl StatusReport {
+    /// Whether this report's terminal status comes, by the engine's own
+    /// time for it, from a run that ended before the job was submitted. A
+    /// run that started before and ends after is this job's.
+    pub fn stale_run(&self, submitted_at: chrono::DateTime<chrono::Utc>) -> Option<StaleRun> {
+        if !self.status.is_globally_terminal() {
+            return None;
+        }
+        let ended_at = *self.engine_times.get(&self.status)?;
+        (ended_at < submitted_at - CLOCK_SKEW_ALLOWANCE).then_some(StaleRun {
+            status: self.status,
+            ended_at,
+            submitted_at,
+        })
+    }
+
+    /// Whether the report may be stale: a terminal status with the
+    /// engine's time for it.
+    pub fn may_be_stale(&self) -> bool {
+        self.status.is_globally_terminal() && self.engine_times.contains_key(&self.status)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransitionError {
     #[error(
@@ -289,6 +334,33 @@ mod tests {
         assert!(
             "running".parse::<JobStatus>().is_err(),
             "Flink's names are upper case"
+        );
+    }
+
+    #[test]
+    fn a_terminal_status_that_ended_before_submission_is_stale_and_one_ending_after_is_not() {
+        let submitted = chrono::DateTime::from_timestamp_millis(10_000_000).unwrap();
+        let at = |ms: i64| submitted + chrono::Duration::milliseconds(ms);
+        let report = |status, ended| StatusReport {
+            engine_times: [(status, ended)].into(),
+            ..StatusReport::new(status)
+        };
+        let two_hours = -2 * 3600 * 1000;
+        for status in [Finished, Failed, Canceled] {
+            let stale = report(status, at(two_hours)).stale_run(submitted).unwrap();
+            assert!(stale.to_string().contains("earlier run"), "{stale}");
+        }
+        assert_eq!(
+            report(Finished, at(-30_000)).stale_run(submitted),
+            None,
+            "within the skew"
+        );
+        assert_eq!(report(Finished, at(5_000)).stale_run(submitted), None);
+        assert_eq!(report(Running, at(two_hours)).stale_run(submitted), None);
+        assert_eq!(
+            StatusReport::new(Finished).stale_run(submitted),
+            None,
+            "no engine time"
         );
     }
 

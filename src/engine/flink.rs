@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::domain::engine::{EngineUrl, root_cause};
+use crate::domain::engine::{EngineUrl, quoted, root_cause};
 use crate::domain::job::JobStatus;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -137,7 +137,7 @@ impl FlinkClient {
     /// The cluster's version, from `/config`: the check at registration.
     pub async fn version(&self) -> Result<String, FlinkError> {
         let config: Config = self.get_json("/config", None).await?;
-        Ok(config.flink_version)
+        Ok(quoted(&config.flink_version))
     }
 
     /// Every job the cluster knows, with its state.
@@ -163,7 +163,7 @@ impl FlinkClient {
         let details: Details = self.get_json(&format!("/jobs/{id}"), Some(id)).await?;
         let state = details.state.parse().map_err(|_| FlinkError::Unexpected {
             url: self.base.join(&format!("/jobs/{id}")),
-            reason: format!("an unknown state '{}'", details.state),
+            reason: format!("an unknown state '{}'", quoted(&details.state)),
         })?;
         let timestamps = details
             .timestamps
@@ -240,9 +240,23 @@ impl FlinkClient {
                 reason: format!("HTTP {status}"),
             });
         }
-        serde_json::from_slice(&body).map_err(|e| FlinkError::Unexpected {
-            url,
-            reason: format!("something that is not Flink's JSON ({e})"),
+        // serde's own message quotes the value it met: an internal
+        // service's answer is never quoted back, only where it went wrong.
+        serde_json::from_slice(&body).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Data => "a value of another type or shape",
+                serde_json::error::Category::Syntax => "text that is not JSON",
+                serde_json::error::Category::Eof => "JSON cut short",
+                serde_json::error::Category::Io => "an unreadable body",
+            };
+            FlinkError::Unexpected {
+                url,
+                reason: format!(
+                    "something that is not Flink's JSON ({what} at line {} column {})",
+                    e.line(),
+                    e.column()
+                ),
+            }
         })
     }
 }

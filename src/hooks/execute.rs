@@ -239,6 +239,10 @@ impl HookRunner {
                     Ok(()) => ActionResult::Failed {
                         error: format!("conflict at commit: {conflict}; staging discarded"),
                     },
+                    // The staging itself is not ctasd's: it is left alone.
+                    Err(CatalogError::NotOwned { .. }) => ActionResult::Failed {
+                        error: format!("conflict at commit: {conflict}; the staging was left"),
+                    },
                     Err(e) => retry(action, e.to_string()),
                 },
                 Err(other) => settle(action, Err(Failure::from(other))),

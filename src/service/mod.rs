@@ -29,7 +29,7 @@ use crate::catalog::registry::OpenOrInvalid;
 use crate::catalog::{CatalogError, LiveCatalogs};
 use crate::domain::catalog::AlterError;
 use crate::domain::engine::EngineSettingError;
-use crate::domain::job::{JobStatus, TransitionError};
+use crate::domain::job::{JobStatus, StaleRun, TransitionError};
 use crate::domain::ledger::DecisionError;
 use crate::domain::options::{OptionsError, ValidationError};
 use crate::domain::{NameError, WriteLocation};
@@ -197,6 +197,8 @@ pub enum ServiceError {
     JobNotFound(String),
     #[error(transparent)]
     Transition(TransitionError),
+    #[error(transparent)]
+    StaleRun(StaleRun),
     #[error(transparent)]
     Decision(DecisionError),
     #[error("engine job id '{0}' is already another job's")]

@@ -63,6 +63,11 @@ impl Services {
         job: &JobId,
         report: &StatusReport,
     ) -> Result<JobRecord, ServiceError> {
+        if report.may_be_stale()
+            && let Some(stale) = report.stale_run(self.job(job).await?.created_at)
+        {
+            return Err(ServiceError::StaleRun(stale));
+        }
         let shapes = self.shapes.moves_without_actions(job, report);
         if let Some(moved) = self
             .store

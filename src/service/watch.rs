@@ -131,6 +131,11 @@ impl Services {
                     None => self.settle_missing(&engine, &job, flink_id, budget).await?,
                 },
             };
+            // A note quotes the engine; it is bounded like a failure.
+            let watch = JobWatch {
+                note: watch.note.map(|note| truncate(&note, MAX_FAILURE_LEN)),
+                ..watch
+            };
             if worth_writing(&before, &watch) {
                 self.store.record_watch(&job.id, &watch).await?;
             }
@@ -332,6 +337,10 @@ impl Services {
                 Err(ServiceError::Transition(refused)) => {
                     tracing::warn!(job = %job.id, %refused, "the engine's status was refused");
                     return Ok(Some(refused.to_string()));
+                }
+                Err(ServiceError::StaleRun(stale)) => {
+                    tracing::warn!(job = %job.id, %stale, "an earlier run's status was ignored");
+                    return Ok(Some(stale.to_string()));
                 }
                 Err(error) => return Err(error),
             }

@@ -684,3 +684,201 @@ async fn a_key_file_others_can_read_is_warned_about_at_start() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_sqlite_catalog_under_a_system_directory_or_linked_into_one_is_refused() {
+    let app = TestApp::spawn().await;
+    let system = app
+        .register(
+            "lite",
+            json!({"type": "jdbc", "base-url": "jdbc:sqlite:/var/lib", "default-database": "x"}),
+        )
+        .await;
+    system.assert_problem(422, "CATALOG_OPTION_INVALID");
+    assert_eq!(system.body["errors"][0]["field"], "options.base-url");
+    assert!(
+        system.detail().contains("belongs to the operating system"),
+        "{}",
+        system.detail()
+    );
+
+    // A database file of an ordinary directory that links into one.
+    let dir = app.scratch("lite").canonicalize().unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("linked.db")).unwrap();
+    let before = std::fs::read("/etc/passwd").unwrap();
+    let linked = app
+        .register(
+            "lite",
+            json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()),
+                   "default-database": "linked"}),
+        )
+        .await;
+    linked.assert_problem(422, "CATALOG_OPTION_INVALID");
+    assert_eq!(
+        linked.body["errors"][0]["field"],
+        "options.default-database"
+    );
+    assert!(
+        linked.detail().contains("resolves to '/etc/passwd'"),
+        "{}",
+        linked.detail()
+    );
+
+    // The same rule for a database that a job's target names.
+    crate::helpers::sqlite_database(&dir, "main", "SELECT 1").await;
+    let registered = app
+        .register(
+            "lite",
+            json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()),
+                   "default-database": "main"}),
+        )
+        .await;
+    assert_eq!(registered.status, 201, "{}", registered.text);
+    let job = app
+        .post(
+            "/v1/jobs",
+            &job(
+                "batch",
+                "replace_table_as",
+                "lite",
+                Some("linked"),
+                "passwd",
+            ),
+        )
+        .await;
+    assert!(job.status.is_client_error(), "{}", job.text);
+    assert!(
+        job.detail().contains("/etc/passwd") || job.detail().contains("'linked' does not exist"),
+        "{}",
+        job.text
+    );
+    assert_eq!(std::fs::read("/etc/passwd").unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_mariadb_replace_of_a_table_other_objects_depend_on_is_refused_and_changes_nothing() {
+    let Some(my) = TestMysql::create().await else {
+        return;
+    };
+    let app = TestApp::spawn().await;
+    app.register("c", mysql_options(&my)).await;
+    my.execute("CREATE TABLE base (id BIGINT NOT NULL PRIMARY KEY)")
+        .await;
+    my.execute("INSERT INTO base VALUES (1), (2), (3)").await;
+    my.execute("CREATE TABLE child (id BIGINT NOT NULL, CONSTRAINT child_base FOREIGN KEY (id) REFERENCES base (id))")
+        .await;
+    my.execute("INSERT INTO child VALUES (2)").await;
+    let replace = job("batch", "replace_table_as", "c", Some(&my.database), "base");
+
+    let refused = app.post("/v1/jobs", &replace).await;
+
+    refused.assert_problem(409, "TABLE_NOT_OWNED");
+    assert!(
+        refused.detail().contains("foreign key child_base"),
+        "{}",
+        refused.detail()
+    );
+
+    // A foreign key made after submission: the commit is refused before
+    // anything is renamed.
+    my.execute("ALTER TABLE child DROP FOREIGN KEY child_base")
+        .await;
+    let submitted = app.post("/v1/jobs", &replace).await;
+    assert_eq!(submitted.status, 201, "{}", submitted.text);
+    let id = submitted.body["id"].as_str().unwrap().to_owned();
+    app.put_status(&id, "CREATED").await;
+    app.put_status(&id, "RUNNING").await;
+    my.execute("ALTER TABLE child ADD CONSTRAINT child_base FOREIGN KEY (id) REFERENCES base (id)")
+        .await;
+
+    let finished = app.put_status(&id, "FINISHED").await;
+
+    let commit = &finished.body["actions_taken"][0];
+    assert_eq!(commit["state"], "failed", "{}", finished.text);
+    assert!(
+        commit["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("foreign key child_base"),
+        "{commit}"
+    );
+    let mut conn = my.connect().await;
+    let rows: Vec<i64> = sqlx::query_scalar("SELECT id FROM base ORDER BY id")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, [1, 2, 3], "the old table is where it was");
+    let referenced: String = sqlx::query_scalar(
+        "SELECT CAST(referenced_table_name AS CHAR) FROM information_schema.referential_constraints \
+         WHERE constraint_schema = DATABASE() AND constraint_name = 'child_base'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(referenced, "base", "the foreign key still points at it");
+}
+
+#[tokio::test]
+async fn a_table_at_a_staging_name_that_ctasd_did_not_create_is_neither_adopted_published_nor_dropped()
+ {
+    for (world, options, database) in crate::staging::world_options().await {
+        if matches!(world, crate::staging::World::Files(_)) {
+            continue;
+        }
+        let app = TestApp::spawn().await;
+        app.register("c", options).await;
+        let submit = || async {
+            let reply = app
+                .post(
+                    "/v1/jobs",
+                    &json!({"name": "j", "mode": "batch", "hooks": [{"kind": "create_table_as",
+                        "target": {"catalog": "c", "database": database, "table": "orders"},
+                        "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"},
+                                              {"name": "note", "type": "VARCHAR(20)"}]}}]}),
+                )
+                .await;
+            assert_eq!(reply.status, 201, "{}", reply.text);
+            let id = reply.body["id"].as_str().unwrap().to_owned();
+            let staging = reply.body["hooks"][0]["write_location"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            (id, staging)
+        };
+
+        // Made before the begin: refused, and an abort leaves it.
+        let (id, staging) = submit().await;
+        world.create_old(&staging).await;
+        let created = app.put_status(&id, "CREATED").await;
+        let begin = &created.body["actions_taken"][0];
+        assert_eq!(begin["state"], "failed", "{}", created.text);
+        assert!(
+            begin["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("without ctasd's marker"),
+            "{begin}"
+        );
+        app.put_status(&id, "FAILED").await;
+        assert_eq!(world.ids(&staging).await, Some(vec![999]), "kept as it was");
+
+        // Swapped in for ctasd's own staging before the commit: refused.
+        let (id, staging) = submit().await;
+        app.put_status(&id, "CREATED").await;
+        app.put_status(&id, "RUNNING").await;
+        world.drop_table(&staging).await;
+        world.create_old(&staging).await;
+        let finished = app.put_status(&id, "FINISHED").await;
+        let commit = &finished.body["actions_taken"][0];
+        assert_eq!(commit["state"], "failed", "{}", finished.text);
+        assert!(
+            commit["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("without ctasd's marker"),
+            "{commit}"
+        );
+        assert_eq!(world.ids("orders").await, None, "nothing was published");
+        assert_eq!(world.ids(&staging).await, Some(vec![999]), "kept as it was");
+    }
+}

@@ -110,9 +110,14 @@ pub trait Dialect: Send + Sync {
         Ok(format!("{q}{}{q}", name.replace(q, &format!("{q}{q}"))))
     }
 
-    /// A string literal.
-    fn literal(&self, text: &str) -> String {
-        format!("'{}'", text.replace('\'', "''"))
+    /// A string literal that reads back as exactly `text` on this system
+    /// with the settings ctasd's connections run with. The standard form
+    /// (quotes doubled, nothing else special) is SQLite's; systems where a
+    /// backslash escapes override it. NUL, which no system keeps in text,
+    /// is refused.
+    fn literal(&self, text: &str) -> Result<String, DialectError> {
+        refuse_nul(text)?;
+        Ok(format!("'{}'", text.replace('\'', "''")))
     }
 
     /// The column definition, comment included where the system keeps it
@@ -131,8 +136,8 @@ pub trait Dialect: Send + Sync {
 
     /// What closes a `CREATE TABLE` after its column list (MySQL's table
     /// comment).
-    fn table_suffix(&self, _comment: Option<&str>) -> String {
-        String::new()
+    fn table_suffix(&self, _comment: Option<&str>) -> Result<String, DialectError> {
+        Ok(String::new())
     }
 
     /// What follows the column list inside the parentheses (SQLite keeps
@@ -154,8 +159,12 @@ pub trait Dialect: Send + Sync {
 
     /// Sets a table's comment, or its staging marker, on an existing table;
     /// `None` where the system cannot (SQLite).
-    fn set_comment(&self, _name: &str, _comment: Option<&str>) -> Option<String> {
-        None
+    fn set_comment(
+        &self,
+        _name: &str,
+        _comment: Option<&str>,
+    ) -> Result<Option<String>, DialectError> {
+        Ok(None)
     }
 
     /// Publishes stagings as their targets: one transaction on systems with
@@ -203,7 +212,7 @@ pub trait Dialect: Send + Sync {
         sql.push(')');
         let marker = shape.attempt.map(attempt_marker);
         let comment = marker.as_deref().or(table.comment.as_deref());
-        sql.push_str(&self.table_suffix(comment));
+        sql.push_str(&self.table_suffix(comment)?);
         let mut statements = vec![sql];
         statements.extend(self.after_create(name, table, comment)?);
         Ok(statements)
@@ -258,6 +267,72 @@ pub trait Dialect: Send + Sync {
     }
 }
 
+/// Whether `sql` is one statement: no `;` outside its quoted literals,
+/// quoted identifiers and comments, and none of those left open. Every
+/// literal and identifier ctasd writes reads the same to this scan on each
+/// system (quotes doubled inside; a backslash is never followed by an
+/// unpaired quote), so a text that fails it holds a statement ctasd did
+/// not write, and is not run.
+pub fn is_one_statement(sql: &str) -> bool {
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        let closing = match c {
+            ';' => return false,
+            '\'' | '"' | '`' => c,
+            '[' => ']',
+            '-' if chars.peek() == Some(&'-') => '\n',
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut star = false;
+                loop {
+                    match chars.next() {
+                        None => return false,
+                        Some('/') if star => break,
+                        Some(next) => star = next == '*',
+                    }
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        loop {
+            match chars.next() {
+                None => return closing == '\n',
+                Some(next) if next == closing => {
+                    // A doubled quote stays inside.
+                    if closing != '\n' && closing != ']' && chars.peek() == Some(&closing) {
+                        chars.next();
+                        continue;
+                    }
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    true
+}
+
+/// Refuses text holding NUL, which no SQL system keeps in a literal.
+pub fn refuse_nul(text: &str) -> Result<(), DialectError> {
+    if text.contains('\0') {
+        return Err(DialectError::Name(format!(
+            "'{}' contains NUL, which no SQL system keeps in text",
+            text.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// `text` as a literal for systems where a backslash starts an escape
+/// (MySQL/MariaDB by default, PostgreSQL's `E'...'`): backslashes and
+/// quotes escaped, so the literal ends only at its closing quote whatever
+/// the text holds.
+pub fn backslash_escaped(text: &str) -> Result<String, DialectError> {
+    refuse_nul(text)?;
+    Ok(text.replace('\\', "\\\\").replace('\'', "''"))
+}
+
 /// What kind of object a name is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameKind {
@@ -304,6 +379,44 @@ pub fn parse_attempt_marker(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_statement_with_a_second_one_behind_it_is_not_one_statement() {
+        let dialects: [&dyn Dialect; 3] = [
+            &super::super::postgres::Postgres,
+            &super::super::mysql::MySql,
+            &super::super::sqlite::Sqlite,
+        ];
+        for dialect in dialects {
+            for text in [
+                "x\\'; DROP TABLE v; -- ",
+                "a;b",
+                "--",
+                "/*",
+                "'",
+                "\\",
+                "`;`",
+                "\";\"",
+            ] {
+                let literal = dialect.literal(text).unwrap();
+                let name = dialect.quote(text).unwrap();
+                let sql = format!("COMMENT ON TABLE {name} IS {literal}");
+                assert!(is_one_statement(&sql), "{}: {sql}", dialect.name());
+            }
+        }
+        for stacked in [
+            "CREATE TABLE t (a INT); DROP TABLE v",
+            "ALTER TABLE t COMMENT = 'x'; DROP TABLE v",
+            "ALTER TABLE t COMMENT = 'x''; DROP TABLE v",
+            "SELECT 'open",
+            "SELECT 1 /* open",
+        ] {
+            assert!(!is_one_statement(stacked), "{stacked}");
+        }
+        assert!(is_one_statement(
+            "CREATE TABLE \"t\" (\"a\" INT /* ctasd staging, attempt 7 */)"
+        ));
+    }
 
     #[test]
     fn attempt_markers_read_back_from_comments_and_ddl_text() {

@@ -227,7 +227,10 @@ impl CatalogFactory for JdbcCatalogFactory {
                     })
                     .map_err(|reason| FactoryError::Invalid(invalid("base-url", reason)))?;
                 let server = sqlite::SqliteServer::new(directory);
-                if let Some(reason) = self.protected.refuse_file(&server.file(&default_database)) {
+                if let Some(reason) = self
+                    .protected
+                    .refuse_database_file(&server.file(&default_database))
+                {
                     return Err(FactoryError::Invalid(invalid("default-database", reason)));
                 }
                 Box::new(server)
@@ -371,6 +374,27 @@ pub(crate) enum Ending {
     RollBack,
 }
 
+/// `sql` as one statement alone. A text that reads as more than one
+/// ([`dialect::is_one_statement`]) is not run; the rest is sent as a
+/// prepared statement, which PostgreSQL and MySQL/MariaDB refuse to hold
+/// more than one statement (their simple and text protocols would run them
+/// all). SQLite's driver runs every statement of a text, so there the scan
+/// is what keeps it to one. Not kept in the statement cache: DDL names
+/// tables that are each used once.
+pub(crate) fn one_statement<'q, DB>(
+    sql: &str,
+) -> Result<sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments>, sqlx::Error>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+{
+    if !dialect::is_one_statement(sql) {
+        return Err(sqlx::Error::InvalidArgument(
+            "ctasd refused to run a statement that reads as more than one".into(),
+        ));
+    }
+    Ok(sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).persistent(false))
+}
+
 /// Runs `statements` in one transaction on `pool`, for the systems whose
 /// DDL is transactional.
 pub(crate) async fn run_statements<DB>(
@@ -379,7 +403,8 @@ pub(crate) async fn run_statements<DB>(
     ending: Ending,
 ) -> Result<(), sqlx::Error>
 where
-    DB: sqlx::Database,
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
 {
     let mut tx = pool.begin().await?;
@@ -387,9 +412,7 @@ where
         if done > 0 && ending == Ending::Commit {
             crate::fault::reached(crate::fault::Point::CommitMidway);
         }
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut *tx)
-            .await?;
+        one_statement::<DB>(sql)?.execute(&mut *tx).await?;
     }
     match ending {
         Ending::Commit => tx.commit().await,
@@ -443,6 +466,17 @@ pub(crate) trait Server: Send + Sync {
     ) -> Result<bool, sqlx::Error> {
         Ok(false)
     }
+    /// What outside `table` a replace of it would change, each named (a
+    /// foreign key of another table, a trigger, a view): where DDL is not
+    /// transactional, a replace is a rename and a drop, and the rename
+    /// would carry these over to the table ctasd parks and drops.
+    async fn replace_blockers(
+        &self,
+        _database: &str,
+        _table: &str,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        Ok(Vec::new())
+    }
     /// Runs statements: in one transaction where DDL is transactional, else
     /// one after another. The crash suite can stop it between two.
     async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error>;
@@ -485,6 +519,11 @@ pub struct JdbcCatalog {
     accepted: std::sync::Mutex<HashMap<(String, String), std::time::Instant>>,
 }
 
+/// One staging of a publication, with its names as DDL names them: the
+/// staging, the target, where a replaced table is parked, the staging's
+/// own key name, and whether it replaces.
+struct PublishNames<'a>(&'a Staging, String, String, String, String, bool);
+
 fn staging_table(staging: &Staging) -> String {
     format!("{HIDDEN_PREFIX}stg_{}", staging.key.as_str())
 }
@@ -503,6 +542,20 @@ fn fresh_table(staging: &Staging) -> String {
 /// A staging's own primary key name, where the system needs one.
 fn staging_key_name(staging: &Staging) -> String {
     format!("{HIDDEN_PREFIX}pk_{}", staging.key.as_str())
+}
+
+/// A table at a staging's name without ctasd's marker, which ctasd writes
+/// in the statement or transaction that creates a staging: someone else
+/// made it, and it is neither adopted, published nor dropped.
+fn unmarked_staging(staging: &Staging) -> CatalogError {
+    CatalogError::NotOwned {
+        database: staging.database.clone(),
+        table: staging_table(staging),
+        reason: "it stands at ctasd's staging name without ctasd's marker, which ctasd writes \
+                 when it creates a staging: ctasd did not create it, and neither adopts, \
+                 publishes nor drops it"
+            .into(),
+    }
 }
 
 fn is_already_exists(error: &sqlx::Error) -> bool {
@@ -530,6 +583,7 @@ impl JdbcCatalog {
                     self.server.explain(db.as_ref())
                 )))
             }
+            sqlx::Error::InvalidArgument(refusal) => CatalogError::Refused(refusal.clone()),
             sqlx::Error::Database(db) => CatalogError::Unavailable(self.options.redact(&format!(
                 "{}: {}",
                 self.server.describe(database),
@@ -643,7 +697,7 @@ impl JdbcCatalog {
             Some(Ok(JdbcUrl::Sqlite { directory })) => directory.join(format!("{database}.db")),
             _ => return None,
         };
-        self.protected.refuse_file(&file)
+        self.protected.refuse_database_file(&file)
     }
 
     async fn exists(&self, database: &str, table: &str) -> Result<bool, CatalogError> {
@@ -731,6 +785,12 @@ impl JdbcCatalog {
                 .table_notes(database, &[&staged, &staging.table])
                 .await
                 .map_err(|e| self.failed(database, e))?;
+            if notes[0]
+                .as_deref()
+                .is_some_and(|note| dialect::parse_attempt_marker(note).is_none())
+            {
+                return Err(unmarked_staging(staging));
+            }
             let [staged_exists, target_exists] = [0, 1].map(|i| notes[i].is_some());
             match (staged_exists, target_exists, publish) {
                 (false, true, _) => {
@@ -743,9 +803,13 @@ impl JdbcCatalog {
                 (false, false, _) => return Err(staging_missing(staging)),
                 (true, true, Publish::Create) => return Err(table_exists_error(staging)),
                 (true, false, Publish::Replace) => return Err(table_not_found(staging)),
+                (true, true, Publish::Replace) => {
+                    self.refuse_blocked_replace(database, &staging.table)
+                        .await?
+                }
                 (true, _, _) => {}
             }
-            names.push((
+            names.push(PublishNames(
                 staging,
                 self.name_of(database, &staging_table(staging))?,
                 self.name_of(database, &staging.table)?,
@@ -758,7 +822,7 @@ impl JdbcCatalog {
         let items: Vec<Publication> = names
             .iter()
             .map(
-                |(staging, staged, target, parked, key, replace)| Publication {
+                |PublishNames(staging, staged, target, parked, key, replace)| Publication {
                     staging: staged,
                     target,
                     replace: *replace,
@@ -775,10 +839,79 @@ impl JdbcCatalog {
                 Err(e) if is_already_exists(&e) => {
                     return Err(table_exists_error(names[0].0));
                 }
-                Err(e) => return Err(self.failed(database, e)),
+                Err(e) => {
+                    self.undo_swaps(database, &names).await;
+                    return Err(self.failed(database, e));
+                }
             }
         }
         Ok(outcomes)
+    }
+
+    /// After a publication that failed part way where DDL is not
+    /// transactional: a replace whose rename went through (the old table is
+    /// parked, the staging gone) is renamed back, so a commit reported
+    /// failed never leaves the new table published. Best effort: what
+    /// cannot be undone is left for the retry, which finds it.
+    async fn undo_swaps(&self, database: &str, names: &[PublishNames<'_>]) {
+        if self.dialect().transactional_ddl() {
+            return;
+        }
+        let mut renames = Vec::new();
+        for PublishNames(staging, staged, target, parked, _, replace) in names {
+            if !replace {
+                continue;
+            }
+            let notes = self
+                .server
+                .table_notes(database, &[&staging_table(staging), &parked_table(staging)])
+                .await;
+            if let Ok([None, Some(_)]) = notes.as_deref() {
+                renames.push(format!("{target} TO {staged}, {parked} TO {target}"));
+            }
+        }
+        if renames.is_empty() {
+            return;
+        }
+        let undo = format!("RENAME TABLE {}", renames.join(", "));
+        if let Err(error) = self.server.run(database, &[undo]).await {
+            tracing::warn!(%database, error = %self.failed(database, error), "a failed publication could not be renamed back");
+        }
+    }
+
+    /// Refuses to replace `table` when the replace would change objects
+    /// outside it (see [`Server::replace_blockers`]): nothing is renamed or
+    /// dropped, and the table stays exactly where it is.
+    async fn refuse_blocked_replace(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<(), CatalogError> {
+        let blockers = self
+            .server
+            .replace_blockers(database, table)
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        if blockers.is_empty() {
+            return Ok(());
+        }
+        Err(CatalogError::NotOwned {
+            database: database.to_owned(),
+            table: table.to_owned(),
+            reason: format!(
+                "{} {} it, and {} replaces a table by renaming it away and dropping it, which \
+                 would change {}; drop or move {} first",
+                blockers.join(", "),
+                if blockers.len() == 1 {
+                    "depends on"
+                } else {
+                    "depend on"
+                },
+                self.dialect().name(),
+                if blockers.len() == 1 { "it" } else { "them" },
+                if blockers.len() == 1 { "it" } else { "them" },
+            ),
+        })
     }
 
     /// What a publication cut short by a crash may have left: a parked
@@ -792,10 +925,14 @@ impl JdbcCatalog {
             "DROP TABLE IF EXISTS {}",
             self.name_of(database, &parked_table(staging))?
         )];
-        statements.extend(self.dialect().set_comment(
-            &self.name_of(database, &staging.table)?,
-            staging.definition.comment.as_deref(),
-        ));
+        statements.extend(
+            self.dialect()
+                .set_comment(
+                    &self.name_of(database, &staging.table)?,
+                    staging.definition.comment.as_deref(),
+                )
+                .map_err(Self::unsupported)?,
+        );
         self.run(database, &statements).await
     }
 }
@@ -876,6 +1013,8 @@ impl Catalog for JdbcCatalog {
                 .map_err(Self::unsupported)
         };
         if exists {
+            self.refuse_blocked_replace(database, &staging.table)
+                .await?;
             let statements = self.replace_ddl(staging, &target, create)?;
             self.run(database, &statements).await?;
             return Ok(CreateOutcome::Replaced);
@@ -915,13 +1054,7 @@ impl Catalog for JdbcCatalog {
                 self.run(database, &statements).await?;
                 Ok(BeginOutcome::Restaged)
             }
-            None => {
-                let marker = dialect::attempt_marker(attempt);
-                if let Some(statement) = self.dialect().set_comment(&name, Some(&marker)) {
-                    self.run(database, &[statement]).await?;
-                }
-                Ok(BeginOutcome::Adopted)
-            }
+            None => Err(unmarked_staging(staging)),
         }
     }
 
@@ -941,6 +1074,14 @@ impl Catalog for JdbcCatalog {
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {
         let database = &staging.database;
         self.ensure_database(database).await?;
+        let note = self
+            .server
+            .table_note(database, &staging_table(staging))
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        if note.is_some_and(|note| dialect::parse_attempt_marker(&note).is_none()) {
+            return Err(unmarked_staging(staging));
+        }
         let mut leftovers = vec![staging_table(staging)];
         if !self.dialect().transactional_ddl() {
             leftovers.extend([fresh_table(staging), parked_table(staging)]);
@@ -955,6 +1096,11 @@ impl Catalog for JdbcCatalog {
             })
             .collect::<Result<Vec<_>, CatalogError>>()?;
         self.run(database, &statements).await
+    }
+
+    async fn check_replaceable(&self, database: &str, table: &str) -> Result<(), CatalogError> {
+        self.ensure_database(database).await?;
+        self.refuse_blocked_replace(database, table).await
     }
 
     async fn check_target(

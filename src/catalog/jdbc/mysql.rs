@@ -11,8 +11,8 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::OnceCell;
 
-use super::dialect::{Dialect, DialectError, NameKind, Publication};
-use super::{CONNECT_TIMEOUT, Server};
+use super::dialect::{Dialect, DialectError, NameKind, Publication, backslash_escaped};
+use super::{CONNECT_TIMEOUT, Server, one_statement};
 use crate::domain::table::{ColumnDefinition, TableDefinition};
 use crate::domain::types::{DataType, TypeKind};
 use crate::fault::{self, Point};
@@ -113,20 +113,34 @@ impl Dialect for MySql {
         }
         if let Some(comment) = &column.comment {
             sql.push_str(" COMMENT ");
-            sql.push_str(&self.literal(comment));
+            sql.push_str(&self.literal(comment).map_err(|e| e.to_string())?);
         }
         Ok(sql)
     }
 
-    fn table_suffix(&self, comment: Option<&str>) -> String {
-        comment.map_or(String::new(), |c| format!(" COMMENT = {}", self.literal(c)))
+    /// Backslashes escaped as well as quotes: safe whether or not the
+    /// server's `sql_mode` has `NO_BACKSLASH_ESCAPES`, and exact because
+    /// every connection ctasd opens takes that mode off (and checks it).
+    fn literal(&self, text: &str) -> Result<String, DialectError> {
+        Ok(format!("'{}'", backslash_escaped(text)?))
     }
 
-    fn set_comment(&self, name: &str, comment: Option<&str>) -> Option<String> {
-        Some(format!(
+    fn table_suffix(&self, comment: Option<&str>) -> Result<String, DialectError> {
+        Ok(match comment {
+            Some(c) => format!(" COMMENT = {}", self.literal(c)?),
+            None => String::new(),
+        })
+    }
+
+    fn set_comment(
+        &self,
+        name: &str,
+        comment: Option<&str>,
+    ) -> Result<Option<String>, DialectError> {
+        Ok(Some(format!(
             "ALTER TABLE {name} COMMENT = {}",
-            self.literal(comment.unwrap_or(""))
-        ))
+            self.literal(comment.unwrap_or(""))?
+        )))
     }
 
     /// MySQL cannot index a column of unbounded length; its row and key
@@ -194,7 +208,7 @@ impl Dialect for MySql {
             statements.push(format!("DROP TABLE {}", item.parked));
         }
         for item in items {
-            statements.extend(self.set_comment(item.target, item.definition.comment.as_deref()));
+            statements.extend(self.set_comment(item.target, item.definition.comment.as_deref())?);
         }
         Ok(statements)
     }
@@ -239,6 +253,33 @@ fn max_bytes(kind: &TypeKind) -> u64 {
         TypeKind::TimestampLtz(p) => 4 + fraction(*p),
         TypeKind::Array(_) | TypeKind::Map(..) | TypeKind::Row(_) => 0,
     }
+}
+
+/// Takes `NO_BACKSLASH_ESCAPES` off the session's `sql_mode` if the server
+/// sets it, and checks that it is off: [`MySql::literal`] escapes
+/// backslashes, which is safe either way but reads back exactly only with
+/// backslash escapes on. A connection whose mode cannot be checked is not
+/// used.
+async fn backslashes_as_text(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
+    const MODE: &str = "NO_BACKSLASH_ESCAPES";
+    let has_mode = |mode: &str| mode.split(',').any(|m| m.eq_ignore_ascii_case(MODE));
+    let read = "SELECT CAST(@@SESSION.sql_mode AS CHAR)";
+    let mode: String = sqlx::query_scalar(read).fetch_one(&mut *conn).await?;
+    if !has_mode(&mode) {
+        return Ok(());
+    }
+    let kept: Vec<&str> = mode.split(',').filter(|m| !has_mode(m)).collect();
+    sqlx::query("SET SESSION sql_mode = ?")
+        .bind(kept.join(","))
+        .execute(&mut *conn)
+        .await?;
+    let mode: String = sqlx::query_scalar(read).fetch_one(&mut *conn).await?;
+    if has_mode(&mode) {
+        return Err(sqlx::Error::Configuration(
+            format!("the session's sql_mode keeps {MODE}; ctasd's literals need it off").into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A MySQL or MariaDB server: every database through one pool on the
@@ -287,6 +328,7 @@ impl MySqlServer {
         self.pool
             .get_or_init(|| async {
                 MySqlPoolOptions::new()
+                    .after_connect(|conn, _| Box::pin(backslashes_as_text(conn)))
                     .max_connections(4)
                     .acquire_timeout(CONNECT_TIMEOUT)
                     .idle_timeout(Duration::from_secs(300))
@@ -311,7 +353,7 @@ impl Server for MySqlServer {
 
     async fn check_connection(&self, database: &str) -> Result<(), sqlx::Error> {
         let mut conn = self.connect_options(database).connect().await?;
-        sqlx::query("SELECT 1").execute(&mut conn).await?;
+        backslashes_as_text(&mut conn).await?;
         conn.close().await
     }
 
@@ -375,6 +417,39 @@ impl Server for MySqlServer {
         .await
     }
 
+    /// Foreign keys of other tables that reference `table`, triggers on it,
+    /// and views whose definition names it.
+    async fn replace_blockers(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        let view_reference = format!(
+            "{}.{}",
+            self.dialect().quote(database).unwrap_or_default(),
+            self.dialect().quote(table).unwrap_or_default()
+        );
+        sqlx::query_scalar(
+            "SELECT CAST(CONCAT('foreign key ', constraint_name, ' of table ', constraint_schema, '.', \
+             table_name) AS CHAR) FROM information_schema.referential_constraints \
+             WHERE unique_constraint_schema = ? AND referenced_table_name = ? \
+             AND NOT (constraint_schema = ? AND table_name = ?) \
+             UNION ALL SELECT CAST(CONCAT('trigger ', trigger_schema, '.', trigger_name) AS CHAR) \
+             FROM information_schema.triggers WHERE event_object_schema = ? AND event_object_table = ? \
+             UNION ALL SELECT CAST(CONCAT('view ', table_schema, '.', table_name) AS CHAR) \
+             FROM information_schema.views WHERE LOCATE(?, view_definition) > 0 ORDER BY 1",
+        )
+        .bind(database)
+        .bind(table)
+        .bind(database)
+        .bind(table)
+        .bind(database)
+        .bind(table)
+        .bind(view_reference)
+        .fetch_all(self.pool().await)
+        .await
+    }
+
     /// Statements one after another: each DDL statement commits by itself,
     /// so callers pass statements that are atomic on their own.
     async fn run(&self, _database: &str, statements: &[String]) -> Result<(), sqlx::Error> {
@@ -383,7 +458,7 @@ impl Server for MySqlServer {
             if done > 0 {
                 fault::reached(Point::CommitMidway);
             }
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
+            one_statement::<sqlx::MySql>(sql)?
                 .execute(&mut *conn)
                 .await?;
         }
@@ -402,10 +477,10 @@ impl Server for MySqlServer {
             .unwrap_or_default()
             .to_owned();
         let temporary = create.replacen("CREATE TABLE", "CREATE TEMPORARY TABLE", 1);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(temporary))
+        one_statement::<sqlx::MySql>(&temporary)?
             .execute(&mut *conn)
             .await?;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TEMPORARY TABLE {name}")))
+        one_statement::<sqlx::MySql>(&format!("DROP TEMPORARY TABLE {name}"))?
             .execute(&mut *conn)
             .await?;
         Ok(())

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{ConnectOptions, Connection};
 
-use super::dialect::{Dialect, DialectError, NameKind, Publication};
+use super::dialect::{Dialect, DialectError, NameKind, Publication, backslash_escaped};
 use super::{Ending, PoolPerDatabase, Server, run_statements};
 use crate::domain::table::TableDefinition;
 use crate::domain::types::{DataType, TypeKind};
@@ -99,22 +99,35 @@ impl Dialect for Postgres {
         table: &TableDefinition,
         comment: Option<&str>,
     ) -> Result<Vec<String>, DialectError> {
-        let mut statements: Vec<String> = self.set_comment(name, comment).into_iter().collect();
+        let mut statements: Vec<String> = self.set_comment(name, comment)?.into_iter().collect();
         for column in table.columns.iter().filter(|c| c.is_physical()) {
             if let Some(text) = &column.comment {
                 statements.push(format!(
                     "COMMENT ON COLUMN {name}.{} IS {}",
                     self.quote(&column.name)?,
-                    self.literal(text)
+                    self.literal(text)?
                 ));
             }
         }
         Ok(statements)
     }
 
-    fn set_comment(&self, name: &str, comment: Option<&str>) -> Option<String> {
-        let value = comment.map_or("NULL".to_owned(), |c| self.literal(c));
-        Some(format!("COMMENT ON TABLE {name} IS {value}"))
+    /// An escape string (`E'...'`): its backslashes are escapes whatever
+    /// `standard_conforming_strings` says, so escaping them is exact.
+    fn literal(&self, text: &str) -> Result<String, DialectError> {
+        Ok(format!("E'{}'", backslash_escaped(text)?))
+    }
+
+    fn set_comment(
+        &self,
+        name: &str,
+        comment: Option<&str>,
+    ) -> Result<Option<String>, DialectError> {
+        let value = match comment {
+            Some(c) => self.literal(c)?,
+            None => "NULL".to_owned(),
+        };
+        Ok(Some(format!("COMMENT ON TABLE {name} IS {value}")))
     }
 
     fn publish(&self, items: &[Publication]) -> Result<Vec<String>, DialectError> {
@@ -136,7 +149,7 @@ impl Dialect for Postgres {
                     self.quote(&pk.name)?
                 ));
             }
-            statements.extend(self.set_comment(item.target, item.definition.comment.as_deref()));
+            statements.extend(self.set_comment(item.target, item.definition.comment.as_deref())?);
         }
         Ok(statements)
     }

@@ -2,13 +2,15 @@
 //! request helpers. One file per concern: `app` (a server in this process
 //! and its replies), `databases` (PostgreSQL, MariaDB and SQLite made per
 //! test), `processes` (`ctasd serve` as a child), `proxy` (a TCP proxy a
-//! test can cut).
+//! test can cut), `stand_in_flink` (a Flink REST endpoint whose answers
+//! a test sets).
 
 mod app;
 mod databases;
 pub mod flink;
 mod processes;
 mod proxy;
+mod stand_in_flink;
 
 pub use app::{Reply, Submitted, TestApp};
 pub use databases::{
@@ -17,6 +19,7 @@ pub use databases::{
 };
 pub use processes::ServerProcess;
 pub use proxy::TcpProxy;
+pub use stand_in_flink::{FlinkRun, StandInFlink};
 
 /// The password every test registers; it must never appear anywhere else.
 pub const SECRET: &str = "s3cret-Value";

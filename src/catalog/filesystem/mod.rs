@@ -29,6 +29,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod beneath;
+
+use rustix::fs::RenameFlags;
+
+use self::beneath::{Dir, Kind};
 use super::protected::{ProtectedPaths, canonical_directory};
 use super::registry::{CatalogFactory, FactoryError};
 use super::sink::file_uri;
@@ -154,70 +159,78 @@ impl CatalogFactory for FilesystemCatalogFactory {
             .to_owned();
         let protected = self.protected.clone();
         let database = default_database.clone();
-        let root = tokio::task::spawn_blocking(move || -> Result<PathBuf, FactoryError> {
+        let opened = tokio::task::spawn_blocking(move || -> Result<_, FactoryError> {
             let root = canonical_directory(&given).map_err(invalid_path)?;
             if let Some(reason) = protected.refuse_warehouse(&root) {
                 return Err(invalid_path(reason));
             }
-            let probe = root.join(format!("_ctasd_probe_{}", uuid::Uuid::new_v4().simple()));
-            std::fs::write(&probe, b"").map_err(|e| {
+            let warehouse = Dir::open(&root).map_err(|e| {
+                invalid_path(format!(
+                    "warehouse directory '{}' cannot be opened: {e}",
+                    root.display()
+                ))
+            })?;
+            let probe = format!("_ctasd_probe_{}", uuid::Uuid::new_v4().simple());
+            warehouse.write_file(&probe, b"").map_err(|e| {
                 format!(
                     "warehouse directory '{}' is not writable: {e}",
                     root.display()
                 )
             })?;
-            let _ = std::fs::remove_file(&probe);
+            let _ = warehouse.remove_file(&probe);
             let database_dir = root.join(&database);
-            match std::fs::symlink_metadata(&database_dir) {
-                Ok(meta) if meta.is_dir() => Ok(root),
-                Ok(_) => Err(FactoryError::Invalid(ValidationError::InvalidValue {
+            let not_a_directory = || {
+                FactoryError::Invalid(ValidationError::InvalidValue {
                     key: "default-database".into(),
                     reason: format!(
                         "'{}' is not a directory of the warehouse (a file or a symbolic link)",
                         database_dir.display()
                     ),
-                })),
-                Err(_) => std::fs::create_dir(&database_dir)
-                    .map(|()| root)
-                    .map_err(|e| {
-                        FactoryError::Unreachable(format!(
-                            "cannot create database directory '{}': {e}",
-                            database_dir.display()
-                        ))
-                    }),
+                })
+            };
+            match warehouse.kind(&database) {
+                Ok(Kind::Directory) => {}
+                Ok(Kind::Missing) => warehouse.create_dir(&database).map_err(|e| {
+                    FactoryError::Unreachable(format!(
+                        "cannot create database directory '{}': {e}",
+                        database_dir.display()
+                    ))
+                })?,
+                _ => return Err(not_a_directory()),
             }
+            Ok((root, warehouse))
         })
         .await
         .map_err(|e| format!("warehouse check did not complete: {e}"))??;
+        let (root, warehouse) = opened;
         Ok(Arc::new(FilesystemCatalog {
             root,
+            warehouse: Arc::new(warehouse),
             default_database,
         }))
     }
 }
 
 pub struct FilesystemCatalog {
+    /// The warehouse's path, for messages and write locations.
     root: PathBuf,
+    /// The warehouse, opened: every file operation is made beneath it.
+    warehouse: Arc<Dir>,
     default_database: String,
 }
 
 /// Sub-directories that are databases or tables: hidden (`.`) and staging
-/// or metadata (`_`) entries are not.
-async fn visible_subdirectories(dir: PathBuf) -> Result<Vec<String>, std::io::Error> {
-    tokio::task::spawn_blocking(move || {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type()?.is_dir() && !name.starts_with('.') && !name.starts_with('_') {
-                names.push(name);
-            }
-        }
-        names.sort();
-        Ok(names)
-    })
-    .await
-    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+/// or metadata (`_`) entries are not, and neither is a link to a directory.
+fn visible_subdirectories(dir: &Dir) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = dir
+        .entries()?
+        .into_iter()
+        .filter(|(_, kind)| *kind == Kind::Directory)
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.') && !name.starts_with('_'))
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -239,12 +252,6 @@ struct SchemaColumn {
 
 fn yes() -> bool {
     true
-}
-
-impl FilesystemCatalog {
-    fn unavailable(&self, e: std::io::Error) -> CatalogError {
-        CatalogError::Unavailable(format!("warehouse '{}': {e}", self.root.display()))
-    }
 }
 
 /// Why a database or table name cannot be a directory of the warehouse.
@@ -271,18 +278,19 @@ impl Catalog for FilesystemCatalog {
     }
 
     async fn list_databases(&self) -> Result<Vec<String>, CatalogError> {
-        visible_subdirectories(self.root.clone())
+        let warehouse = self.warehouse.clone();
+        self.blocking(move || Ok(visible_subdirectories(&warehouse)?))
             .await
-            .map_err(|e| self.unavailable(e))
     }
 
     async fn list_tables(&self, database: &str) -> Result<Vec<String>, CatalogError> {
-        match visible_subdirectories(self.root.join(database)).await {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(CatalogError::DatabaseNotFound(database.into()))
-            }
-            other => other.map_err(|e| self.unavailable(e)),
-        }
+        let warehouse = self.warehouse.clone();
+        let database = database.to_owned();
+        self.blocking(move || {
+            let db = open_database(&warehouse, &database)?;
+            Ok(visible_subdirectories(&db)?)
+        })
+        .await
     }
 
     async fn get_table(&self, database: &str, table: &str) -> Result<TableInfo, CatalogError> {
@@ -293,20 +301,33 @@ impl Catalog for FilesystemCatalog {
                 table: table.into(),
             });
         }
-        let dir = self.root.join(database).join(table);
-        let schema_path = dir.join(SCHEMA_FILE);
-        let schema = match tokio::fs::read(&schema_path).await {
-            Ok(bytes) => serde_json::from_slice::<SchemaFile>(&bytes).map_err(|e| {
+        let path = self.root.join(database).join(table);
+        let warehouse = self.warehouse.clone();
+        let (database_name, table_name) = (database.to_owned(), table.to_owned());
+        let schema_path = path.join(SCHEMA_FILE);
+        let schema = self
+            .blocking(move || {
+                let db = open_database(&warehouse, &database_name)?;
+                let bytes = match db.open_dir(&table_name)?.read(SCHEMA_FILE) {
+                    Ok(bytes) => bytes,
+                    // A directory without a schema file is a table whose
+                    // schema the engine owns (files written by hand): list
+                    // it with no columns.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                Ok(Some(bytes))
+            })
+            .await?
+            .map(|bytes| serde_json::from_slice::<SchemaFile>(&bytes))
+            .transpose()
+            .map_err(|e| {
                 CatalogError::Unavailable(format!("schema file '{}': {e}", schema_path.display()))
-            })?,
-            // A directory without a schema file is a table whose schema the
-            // engine owns (files written by hand): list it with no columns.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => SchemaFile {
+            })?
+            .unwrap_or(SchemaFile {
                 columns: Vec::new(),
                 properties: Default::default(),
-            },
-            Err(e) => return Err(self.unavailable(e)),
-        };
+            });
         let mut options: std::collections::BTreeMap<String, String> =
             TableDefinition::from_properties(&schema.properties)
                 .map(|definition| definition.options)
@@ -315,7 +336,7 @@ impl Catalog for FilesystemCatalog {
                 .filter(|(key, _)| !crate::domain::options::is_sensitive(key))
                 .collect();
         options.insert("connector".into(), "filesystem".into());
-        options.insert("path".into(), file_uri(&dir));
+        options.insert("path".into(), file_uri(&path));
         Ok(TableInfo {
             database: database.into(),
             name: table.into(),
@@ -341,15 +362,15 @@ impl Catalog for FilesystemCatalog {
         staging: &Staging,
         replace: bool,
     ) -> Result<CreateOutcome, CatalogError> {
-        let paths = self.paths(staging)?;
-        let staging = staging.clone();
-        self.blocking(move || paths.create(&staging, replace)).await
+        self.on_table(staging, move |table, staging| {
+            table.create(staging, replace)
+        })
+        .await
     }
 
     async fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, CatalogError> {
-        let paths = self.paths(staging)?;
-        let staging = staging.clone();
-        self.blocking(move || paths.begin(&staging, attempt)).await
+        self.on_table(staging, move |table, staging| table.begin(staging, attempt))
+            .await
     }
 
     /// One directory after another: a directory rename cannot publish
@@ -360,22 +381,20 @@ impl Catalog for FilesystemCatalog {
     ) -> Vec<Result<CommitOutcome, CatalogError>> {
         let mut outcomes = Vec::with_capacity(batch.len());
         for (staging, publish) in batch {
-            let outcome = match self.paths(staging) {
-                Ok(paths) => {
-                    let (staging, publish) = (staging.clone(), *publish);
-                    self.blocking(move || paths.commit(&staging, publish)).await
-                }
-                Err(e) => Err(e),
-            };
+            let publish = *publish;
+            let outcome = self
+                .on_table(staging, move |table, staging| {
+                    table.commit(staging, publish)
+                })
+                .await;
             outcomes.push(outcome);
         }
         outcomes
     }
 
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {
-        let paths = self.paths(staging)?;
-        let staging = staging.clone();
-        self.blocking(move || paths.abort(&staging)).await
+        self.on_table(staging, |table, staging| table.abort(staging))
+            .await
     }
 
     async fn check_target(
@@ -390,16 +409,19 @@ impl Catalog for FilesystemCatalog {
     }
 
     async fn check_replaceable(&self, database: &str, table: &str) -> Result<(), CatalogError> {
-        let dir = self.root.join(database).join(table);
+        let warehouse = self.warehouse.clone();
         let (database, table) = (database.to_owned(), table.to_owned());
-        self.blocking(move || match ownership(&dir)? {
-            Ownership::Foreign(reason) => Err(CatalogError::NotOwned {
-                database,
-                table,
-                reason,
+        self.blocking(move || {
+            let db = open_database(&warehouse, &database)?;
+            match inspect(&db, &table)?.ownership {
+                Ownership::Foreign(reason) => Err(CatalogError::NotOwned {
+                    database,
+                    table,
+                    reason,
+                }
+                .into()),
+                _ => Ok(()),
             }
-            .into()),
-            _ => Ok(()),
         })
         .await
     }
@@ -408,20 +430,26 @@ impl Catalog for FilesystemCatalog {
 }
 
 impl FilesystemCatalog {
-    fn paths(&self, staging: &Staging) -> Result<TablePaths, CatalogError> {
+    /// Runs `work` on the staging's table names in its database directory,
+    /// opened beneath the warehouse, on a blocking thread.
+    async fn on_table<T: Send + 'static>(
+        &self,
+        staging: &Staging,
+        work: impl FnOnce(&Table, &Staging) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, CatalogError> {
         for (what, name) in [
             ("database name", &staging.database),
             ("table name", &staging.table),
         ] {
             ObjectName::parse(what, name).map_err(|e| CatalogError::Unsupported(e.to_string()))?;
         }
-        let database = self.root.join(&staging.database);
-        Ok(TablePaths {
-            staging: database.join(format!("{STAGING_PREFIX}{}", staging.key.as_str())),
-            fresh: database.join(format!("{FRESH_PREFIX}{}", staging.key.as_str())),
-            target: database.join(&staging.table),
-            database,
+        let warehouse = self.warehouse.clone();
+        let staging = staging.clone();
+        self.blocking(move || {
+            let table = Table::open(&warehouse, &staging)?;
+            work(&table, &staging)
         })
+        .await
     }
 
     async fn blocking<T: Send + 'static>(
@@ -434,6 +462,11 @@ impl FilesystemCatalog {
             .unwrap_or_else(|e| Err(Failure::Io(std::io::Error::other(e))))
             .map_err(|failure| match failure {
                 Failure::Catalog(e) => e,
+                Failure::Io(e) if beneath::is_link_refusal(&e) => CatalogError::Refused(format!(
+                    "warehouse '{}': a symbolic link stands where ctasd works, and ctasd never \
+                     follows one under a warehouse ({e})",
+                    root.display()
+                )),
                 Failure::Io(e) => {
                     CatalogError::Unavailable(format!("warehouse '{}': {e}", root.display()))
                 }
@@ -459,7 +492,26 @@ impl From<CatalogError> for Failure {
     }
 }
 
-/// What a path under the warehouse is, as far as ctasd can prove.
+/// The database directory `database`, a real directory of the warehouse
+/// (a symbolic link could lead anywhere).
+fn open_database(warehouse: &Dir, database: &str) -> Result<Dir, Failure> {
+    match warehouse.open_dir(database) {
+        Ok(dir) => Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(CatalogError::DatabaseNotFound(database.to_owned()).into())
+        }
+        Err(e) if beneath::is_link_refusal(&e) || e.kind() == std::io::ErrorKind::NotADirectory => {
+            Err(CatalogError::Unsupported(format!(
+                "database directory '{database}' is a symbolic link or a file; ctasd works only \
+                 in real directories of the warehouse"
+            ))
+            .into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a name in a database directory is, as far as ctasd can prove.
 #[derive(Debug, PartialEq, Eq)]
 enum Ownership {
     Missing,
@@ -473,114 +525,143 @@ enum Ownership {
     Foreign(String),
 }
 
-fn ownership(dir: &Path) -> std::io::Result<Ownership> {
-    let meta = match std::fs::symlink_metadata(dir) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ownership::Missing),
+/// A name looked at: what it is, and the directory itself, opened, when it
+/// is one, so that what was proven is what is acted on.
+struct Found {
+    ownership: Ownership,
+    dir: Option<Dir>,
+}
+
+fn inspect(db: &Dir, name: &str) -> std::io::Result<Found> {
+    let foreign = |reason: &str| {
+        Ok(Found {
+            ownership: Ownership::Foreign(reason.to_owned()),
+            dir: None,
+        })
+    };
+    match db.kind(name)? {
+        Kind::Missing => {
+            return Ok(Found {
+                ownership: Ownership::Missing,
+                dir: None,
+            });
+        }
+        Kind::Link => return foreign("it is a symbolic link, which ctasd never creates"),
+        Kind::File | Kind::Other => return foreign("it is a file, not a table directory"),
+        Kind::Directory => {}
+    }
+    let dir = match db.open_dir(name) {
+        Ok(dir) => dir,
+        Err(e) if beneath::is_link_refusal(&e) => {
+            return foreign("it is a symbolic link, which ctasd never creates");
+        }
         Err(e) => return Err(e),
     };
-    if meta.is_symlink() {
-        return Ok(Ownership::Foreign(
-            "it is a symbolic link, which ctasd never creates".into(),
-        ));
-    }
-    if !meta.is_dir() {
-        return Ok(Ownership::Foreign(
-            "it is a file, not a table directory".into(),
-        ));
-    }
-    let is_file = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_file());
+    let ownership = ownership_of(&dir)?;
+    Ok(Found {
+        ownership,
+        dir: Some(dir),
+    })
+}
+
+fn ownership_of(dir: &Dir) -> std::io::Result<Ownership> {
+    let is_file = |name: &str| dir.kind(name).is_ok_and(|kind| kind == Kind::File);
     if is_file(SCHEMA_FILE)
         && is_file(COMMIT_MARKER)
-        && let Some(key) = std::fs::read_to_string(dir.join(COMMIT_MARKER))
+        && let Some(key) = dir
+            .read(COMMIT_MARKER)
             .ok()
-            .and_then(|marker| StagingKey::parse(&marker))
+            .and_then(|marker| StagingKey::parse(&String::from_utf8_lossy(&marker)))
     {
         return Ok(Ownership::Made(key));
     }
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let own = entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(OWN_FILE_PREFIX);
-        if !(own && entry.file_type()?.is_file()) {
+    for (name, kind) in dir.entries()? {
+        let name = name.to_string_lossy();
+        if !(name.starts_with(OWN_FILE_PREFIX) && kind == Kind::File) {
             return Ok(Ownership::Foreign(format!(
-                "it holds '{}' but no ctasd marker ({COMMIT_MARKER} and {SCHEMA_FILE}): \
-                 ctasd did not make it",
-                entry.file_name().to_string_lossy()
+                "it holds '{name}' but no ctasd marker ({COMMIT_MARKER} and {SCHEMA_FILE}): \
+                 ctasd did not make it"
             )));
         }
     }
     Ok(Ownership::OnlyOwnFiles)
 }
 
-/// Removes a directory that [`ownership`] proved ctasd's: the data first,
-/// ctasd's own files last, then the directory. Cut short, it leaves a
-/// directory that still proves whose it is.
-fn remove_owned(dir: &Path, database: &Path) -> std::io::Result<()> {
+/// Removes the directory `name` of `db`, opened as `dir` when [`inspect`]
+/// proved it ctasd's: the data first, ctasd's own files last, then the
+/// directory. Cut short, it leaves a directory that still proves whose it is.
+fn remove_owned(db: &Dir, name: &str, dir: &Dir) -> std::io::Result<()> {
     remove_data(dir)?;
-    remove_own_files(dir, database)
+    remove_own_files(db, name, dir)
 }
 
-/// Everything in `dir` but ctasd's own files.
-fn remove_data(dir: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(OWN_FILE_PREFIX)
-        {
+/// Everything in `dir` but ctasd's own files; links are removed, not
+/// followed.
+fn remove_data(dir: &Dir) -> std::io::Result<()> {
+    for (name, kind) in dir.entries()? {
+        let name = name.to_string_lossy();
+        if name.starts_with(OWN_FILE_PREFIX) {
             continue;
         }
-        if entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(entry.path())?;
-        } else {
-            std::fs::remove_file(entry.path())?;
+        match kind {
+            Kind::Directory => dir.remove_tree(&name)?,
+            _ => dir.remove_file(&name)?,
         }
     }
     Ok(())
 }
 
-/// ctasd's own files in `dir`, then `dir` itself, once the data is gone.
-fn remove_own_files(dir: &Path, database: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        std::fs::remove_file(entry?.path())?;
+/// ctasd's own files in `dir`, then `dir` itself (`name` in `db`), once
+/// the data is gone.
+fn remove_own_files(db: &Dir, name: &str, dir: &Dir) -> std::io::Result<()> {
+    for (entry, _) in dir.entries()? {
+        dir.remove_file(&entry.to_string_lossy())?;
     }
-    std::fs::remove_dir(dir)?;
-    sync_dir(database)
+    db.remove_dir(name)?;
+    db.sync()
 }
 
-struct TablePaths {
-    database: PathBuf,
-    staging: PathBuf,
+/// One hook's names in its database directory.
+struct Table {
+    db: Dir,
+    database: String,
+    staging: String,
     /// Where a replacement (a new attempt's staging, a streaming replace) is
-    /// built before `RENAME_EXCHANGE` swaps it in.
-    fresh: PathBuf,
-    target: PathBuf,
+    /// built before `RENAME_EXCHANGE` swaps it in. Only ctasd writes there.
+    fresh: String,
+    target: String,
 }
 
-impl TablePaths {
-    /// The database directory exists and is a real directory of the
-    /// warehouse (a symbolic link could lead anywhere).
-    fn check_database(&self, staging: &Staging) -> Result<(), Failure> {
-        match std::fs::symlink_metadata(&self.database) {
-            Ok(meta) if meta.is_dir() => Ok(()),
-            Ok(_) => Err(CatalogError::Unsupported(format!(
-                "database directory '{}' is a symbolic link or a file; ctasd works only in \
-                 real directories of the warehouse",
-                self.database.display()
-            ))
-            .into()),
-            Err(_) => Err(CatalogError::DatabaseNotFound(staging.database.clone()).into()),
-        }
+impl Table {
+    fn open(warehouse: &Dir, staging: &Staging) -> Result<Table, Failure> {
+        Ok(Table {
+            db: open_database(warehouse, &staging.database)?,
+            database: staging.database.clone(),
+            staging: format!("{STAGING_PREFIX}{}", staging.key.as_str()),
+            fresh: format!("{FRESH_PREFIX}{}", staging.key.as_str()),
+            target: staging.table.clone(),
+        })
     }
 
-    /// Writes the schema and the marker into `dir`, created if needed, and
-    /// the attempt marker when it is a staging.
-    fn fill(dir: &Path, staging: &Staging, attempt: Option<i64>) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
+    /// Writes the schema and the marker into the directory `name`, and the
+    /// attempt marker when it is a staging. `new`: the directory must be
+    /// made now (ctasd's scratch path); else an existing real directory
+    /// (one the engine wrote first) is filled as it is.
+    fn fill(
+        &self,
+        name: &str,
+        staging: &Staging,
+        attempt: Option<i64>,
+        new: bool,
+    ) -> Result<(), Failure> {
+        match self.db.create_dir(name) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !new => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(self.not_owned_at(staging, name));
+            }
+            other => other?,
+        }
+        let dir = self.db.open_dir(name)?;
         let table = defined_table(staging);
         let schema = SchemaFile {
             columns: table
@@ -595,104 +676,106 @@ impl TablePaths {
             properties: staging.definition.to_properties(),
         };
         let json = serde_json::to_vec_pretty(&schema).map_err(std::io::Error::other)?;
-        write_durably(&dir.join(SCHEMA_FILE), &json)?;
-        write_durably(&dir.join(COMMIT_MARKER), staging.key.as_str().as_bytes())?;
+        dir.write_file(SCHEMA_FILE, &json)?;
+        dir.write_file(COMMIT_MARKER, staging.key.as_str().as_bytes())?;
         match attempt {
-            Some(attempt) => {
-                write_durably(&dir.join(ATTEMPT_MARKER), attempt.to_string().as_bytes())?
-            }
+            Some(attempt) => dir.write_file(ATTEMPT_MARKER, attempt.to_string().as_bytes())?,
             // A published table is no attempt's staging any more.
-            None => match std::fs::remove_file(dir.join(ATTEMPT_MARKER)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            },
+            None => remove_if_there(&dir, ATTEMPT_MARKER)?,
         }
-        sync_dir(dir)
+        dir.sync()?;
+        Ok(())
     }
 
     /// The attempt a staging directory was begun for, if it says.
-    fn attempt_of(dir: &Path) -> Option<i64> {
-        std::fs::read_to_string(dir.join(ATTEMPT_MARKER))
+    fn attempt_of(dir: &Dir) -> Option<i64> {
+        String::from_utf8(dir.read(ATTEMPT_MARKER).ok()?)
             .ok()?
             .trim()
             .parse()
             .ok()
     }
 
-    /// Removes what a swap cut short by a crash left at the fresh path:
-    /// only ctasd builds there, from its own staging key.
-    fn clear_fresh(&self) -> std::io::Result<()> {
-        match ownership(&self.fresh)? {
-            Ownership::Missing | Ownership::Foreign(_) => Ok(()),
-            _ => remove_owned(&self.fresh, &self.database),
+    /// Removes what a swap cut short by a crash left at the fresh path: a
+    /// replacement ctasd built, or the table it replaced. Only ctasd writes
+    /// there; anything else found there (a link, a foreign directory) is
+    /// refused, never written into or removed.
+    fn clear_fresh(&self, staging: &Staging) -> Result<(), Failure> {
+        let found = inspect(&self.db, &self.fresh)?;
+        match (found.ownership, found.dir) {
+            (Ownership::Missing, _) => Ok(()),
+            (Ownership::Made(_) | Ownership::OnlyOwnFiles, Some(dir)) => {
+                Ok(remove_owned(&self.db, &self.fresh, &dir)?)
+            }
+            _ => Err(self.not_owned_at(staging, &self.fresh)),
         }
     }
 
-    /// Puts a directory built at the fresh path in place of `dir` with one
+    /// Puts a directory built at the fresh path in place of `name` with one
     /// `RENAME_EXCHANGE`, then removes what it replaced.
-    fn swap_in(&self, dir: &Path) -> Result<(), Failure> {
-        rename(&self.fresh, dir, RenameFlags::EXCHANGE)?;
-        sync_dir(&self.database)?;
+    fn swap_in(&self, name: &str) -> Result<(), Failure> {
+        self.db.rename(&self.fresh, name, RenameFlags::EXCHANGE)?;
+        self.db.sync()?;
         // The fresh path now holds what was replaced, proven ctasd's.
-        remove_owned(&self.fresh, &self.database)?;
-        Ok(())
+        self.remove_replaced(&self.fresh)
     }
 
-    fn made_by(dir: &Path, staging: &Staging) -> std::io::Result<bool> {
-        Ok(ownership(dir)? == Ownership::Made(staging.key.clone()))
+    fn made_by(&self, name: &str, staging: &Staging) -> std::io::Result<bool> {
+        Ok(inspect(&self.db, name)?.ownership == Ownership::Made(staging.key.clone()))
     }
 
     /// The staging path is this hook's to fill: absent, its own, or only
     /// ctasd's files; anything else someone else put there.
     fn check_staging_free(&self, staging: &Staging) -> Result<(), Failure> {
-        match ownership(&self.staging)? {
+        match inspect(&self.db, &self.staging)?.ownership {
             Ownership::Missing | Ownership::OnlyOwnFiles => Ok(()),
             Ownership::Made(key) if key == staging.key => Ok(()),
             Ownership::Made(_) | Ownership::Foreign(_) => {
-                Err(self.not_owned(staging, &self.staging))
+                Err(self.not_owned_at(staging, &self.staging))
             }
         }
     }
 
-    fn not_owned(&self, staging: &Staging, dir: &Path) -> Failure {
-        let reason = match ownership(dir) {
+    fn not_owned_at(&self, staging: &Staging, name: &str) -> Failure {
+        let reason = match inspect(&self.db, name).map(|found| found.ownership) {
             Ok(Ownership::Foreign(reason)) => reason,
-            _ => "it was made by another job's staging".into(),
+            Ok(Ownership::Made(key)) if key != staging.key => {
+                "it was made by another job's staging".into()
+            }
+            _ => "it holds what ctasd did not make there".into(),
         };
         CatalogError::NotOwned {
-            database: staging.database.clone(),
-            table: dir
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
+            database: self.database.clone(),
+            table: name.to_owned(),
             reason,
         }
         .into()
     }
 
     fn create(&self, staging: &Staging, replace: bool) -> Result<CreateOutcome, Failure> {
-        self.check_database(staging)?;
-        match ownership(&self.target)? {
+        match inspect(&self.db, &self.target)?.ownership {
             Ownership::Missing => {}
             _ if !replace => return Ok(CreateOutcome::AlreadyExisted),
-            Ownership::Foreign(_) => return Err(self.not_owned(staging, &self.target)),
+            Ownership::Foreign(_) => return Err(self.not_owned_at(staging, &self.target)),
             Ownership::Made(_) | Ownership::OnlyOwnFiles => {
-                self.clear_fresh()?;
-                Self::fill(&self.fresh, staging, None)?;
+                self.clear_fresh(staging)?;
+                self.fill(&self.fresh, staging, None, true)?;
                 self.swap_in(&self.target)?;
                 return Ok(CreateOutcome::Replaced);
             }
         }
         self.check_staging_free(staging)?;
-        Self::fill(&self.staging, staging, None)?;
-        match rename(&self.staging, &self.target, RenameFlags::NOREPLACE) {
+        self.fill(&self.staging, staging, None, false)?;
+        match self
+            .db
+            .rename(&self.staging, &self.target, RenameFlags::NOREPLACE)
+        {
             Ok(()) => {
-                sync_dir(&self.database)?;
+                self.db.sync()?;
                 Ok(CreateOutcome::Created)
             }
             Err(e) if is_already_there(&e) => {
-                remove_owned(&self.staging, &self.database)?;
+                self.remove_replaced(&self.staging)?;
                 Ok(CreateOutcome::AlreadyExisted)
             }
             Err(e) => Err(e.into()),
@@ -701,84 +784,101 @@ impl TablePaths {
 
     /// The staging for `attempt`. The staging path is ctasd's by its name
     /// (the job id and hook index under ctasd's hidden prefix, which no
-    /// table may take), so a directory there without a marker is one the
-    /// engine wrote first, and is adopted with its files.
+    /// table may take), so a real directory there without a marker is one
+    /// the engine wrote first, and is adopted with its files; ctasd's own
+    /// files are then written beside them without following any link.
     fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, Failure> {
-        self.check_database(staging)?;
-        self.clear_fresh()?;
-        let outcome = match ownership(&self.staging)? {
+        self.clear_fresh(staging)?;
+        let found = inspect(&self.db, &self.staging)?;
+        let outcome = match found.ownership {
             Ownership::Missing | Ownership::OnlyOwnFiles => BeginOutcome::Staged,
             Ownership::Made(key) if key != staging.key => {
-                return Err(self.not_owned(staging, &self.staging));
+                return Err(self.not_owned_at(staging, &self.staging));
             }
-            Ownership::Made(_) => match Self::attempt_of(&self.staging) {
+            Ownership::Made(_) => match found.dir.as_ref().and_then(Self::attempt_of) {
                 Some(begun) if begun >= attempt => return Ok(BeginOutcome::AlreadyStaged),
                 Some(_) => {
-                    Self::fill(&self.fresh, staging, Some(attempt))?;
+                    self.fill(&self.fresh, staging, Some(attempt), true)?;
                     self.swap_in(&self.staging)?;
                     return Ok(BeginOutcome::Restaged);
                 }
                 None => BeginOutcome::Adopted,
             },
-            Ownership::Foreign(_) if is_real_dir(&self.staging) => BeginOutcome::Adopted,
-            Ownership::Foreign(_) => return Err(self.not_owned(staging, &self.staging)),
+            Ownership::Foreign(_) if found.dir.is_some() => BeginOutcome::Adopted,
+            Ownership::Foreign(_) => return Err(self.not_owned_at(staging, &self.staging)),
         };
-        Self::fill(&self.staging, staging, Some(attempt))?;
-        sync_dir(&self.database)?;
+        self.fill(&self.staging, staging, Some(attempt), false)?;
+        self.db.sync()?;
         Ok(outcome)
     }
 
     fn commit(&self, staging: &Staging, publish: Publish) -> Result<CommitOutcome, Failure> {
-        self.check_database(staging)?;
-        if !Self::made_by(&self.staging, staging)? {
-            // Already published: after a swap, the staging path may still
-            // hold the replaced table, which was proven ctasd's before the
-            // swap and is removed now.
-            if Self::made_by(&self.target, staging)? {
-                self.remove_replaced()?;
-                return Ok(CommitOutcome::AlreadyCommitted);
-            }
-            return Err(staging_missing(staging).into());
+        let found = inspect(&self.db, &self.staging)?;
+        let (Ownership::Made(key), Some(dir)) = (&found.ownership, &found.dir) else {
+            return self.committed_before(staging);
+        };
+        if *key != staging.key {
+            return self.committed_before(staging);
         }
         // Published, it is no attempt's staging any more.
-        match std::fs::remove_file(self.staging.join(ATTEMPT_MARKER)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
+        remove_if_there(dir, ATTEMPT_MARKER)?;
         match publish {
-            Publish::Create => match rename(&self.staging, &self.target, RenameFlags::NOREPLACE) {
-                Err(e) if is_already_there(&e) => return Err(table_exists_error(staging).into()),
-                other => other?,
-            },
+            Publish::Create => {
+                match self
+                    .db
+                    .rename(&self.staging, &self.target, RenameFlags::NOREPLACE)
+                {
+                    Err(e) if is_already_there(&e) => {
+                        return Err(table_exists_error(staging).into());
+                    }
+                    other => other?,
+                }
+            }
             Publish::Replace => {
-                match ownership(&self.target)? {
+                match inspect(&self.db, &self.target)?.ownership {
                     Ownership::Missing => return Err(table_not_found(staging).into()),
-                    Ownership::Foreign(_) => return Err(self.not_owned(staging, &self.target)),
+                    Ownership::Foreign(_) => {
+                        return Err(self.not_owned_at(staging, &self.target));
+                    }
                     Ownership::Made(_) | Ownership::OnlyOwnFiles => {}
                 }
-                rename(&self.staging, &self.target, RenameFlags::EXCHANGE)?;
-                sync_dir(&self.database)?;
+                self.db
+                    .rename(&self.staging, &self.target, RenameFlags::EXCHANGE)?;
+                self.db.sync()?;
                 fault::reached(Point::CommitMidway);
                 // The staging path now holds the replaced table.
-                self.remove_replaced()?;
+                self.remove_replaced(&self.staging)?;
             }
         }
-        sync_dir(&self.database)?;
+        self.db.sync()?;
         Ok(CommitOutcome::Committed)
     }
 
-    /// Removes what a swap left at the staging path, if ctasd can prove it
-    /// made it; anything else is left where it is, and said so in the log.
-    fn remove_replaced(&self) -> Result<(), Failure> {
-        match ownership(&self.staging)? {
-            Ownership::Missing => Ok(()),
-            Ownership::Made(_) | Ownership::OnlyOwnFiles => {
-                Ok(remove_owned(&self.staging, &self.database)?)
+    /// No staging of this hook to publish: already published (after a
+    /// swap, the staging path may still hold the replaced table, which was
+    /// proven ctasd's before the swap and is removed now), or gone.
+    fn committed_before(&self, staging: &Staging) -> Result<CommitOutcome, Failure> {
+        if self.made_by(&self.target, staging)? {
+            self.remove_replaced(&self.staging)?;
+            return Ok(CommitOutcome::AlreadyCommitted);
+        }
+        Err(staging_missing(staging).into())
+    }
+
+    /// Removes what a swap left at `name`, if ctasd can prove it made it;
+    /// anything else is left where it is, and said so in the log.
+    fn remove_replaced(&self, name: &str) -> Result<(), Failure> {
+        let found = inspect(&self.db, name)?;
+        match (found.ownership, found.dir) {
+            (Ownership::Missing, _) => Ok(()),
+            (Ownership::Made(_) | Ownership::OnlyOwnFiles, Some(dir)) => {
+                Ok(remove_owned(&self.db, name, &dir)?)
             }
-            Ownership::Foreign(reason) => {
+            (ownership, _) => {
                 tracing::warn!(
-                    path = %self.staging.display(),
-                    %reason,
+                    database = %self.database,
+                    directory = %name,
+                    ?ownership,
                     "left a directory in place after a replace: ctasd cannot prove it made it"
                 );
                 Ok(())
@@ -789,50 +889,34 @@ impl TablePaths {
     /// Removes the staging directory, data first and ctasd's files last, so
     /// an abort cut short (where the crash suite stops it) leaves a
     /// directory that the retry still finds. The staging path is ctasd's
-    /// by its name, marked or not (the engine may have made it).
+    /// by its name, marked or not (the engine may have made it); a link
+    /// there is refused and left.
     fn abort(&self, staging: &Staging) -> Result<(), Failure> {
-        self.clear_fresh()?;
-        match ownership(&self.staging)? {
-            Ownership::Missing => return Ok(()),
-            Ownership::Made(key) if key != staging.key => {
-                return Err(self.not_owned(staging, &self.staging));
+        self.clear_fresh(staging)?;
+        let found = inspect(&self.db, &self.staging)?;
+        let dir = match (found.ownership, found.dir) {
+            (Ownership::Missing, _) => return Ok(()),
+            (Ownership::Made(key), _) if key != staging.key => {
+                return Err(self.not_owned_at(staging, &self.staging));
             }
-            Ownership::Foreign(_) if !is_real_dir(&self.staging) => {
-                return Err(self.not_owned(staging, &self.staging));
-            }
-            _ => {}
-        }
-        remove_data(&self.staging)?;
+            (_, Some(dir)) => dir,
+            (_, None) => return Err(self.not_owned_at(staging, &self.staging)),
+        };
+        remove_data(&dir)?;
         fault::reached(Point::AbortMidway);
-        Ok(remove_own_files(&self.staging, &self.database)?)
+        Ok(remove_own_files(&self.db, &self.staging, &dir)?)
     }
 }
 
-/// A directory itself, not a symbolic link to one.
-fn is_real_dir(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
-}
-
-use rustix::fs::RenameFlags;
-
-fn rename(from: &Path, to: &Path, flags: RenameFlags) -> std::io::Result<()> {
-    rustix::fs::renameat_with(rustix::fs::CWD, from, rustix::fs::CWD, to, flags)
-        .map_err(std::io::Error::from)
+/// Removes the file `name` of `dir` if it is there.
+fn remove_if_there(dir: &Dir, name: &str) -> std::io::Result<()> {
+    match dir.remove_file(name) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 fn is_already_there(error: &std::io::Error) -> bool {
     matches!(error.raw_os_error(), Some(code) if code == rustix::io::Errno::EXIST.raw_os_error()
         || code == rustix::io::Errno::NOTEMPTY.raw_os_error())
-}
-
-fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
-}
-
-/// Makes a rename or a new entry in `dir` survive a power cut.
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }

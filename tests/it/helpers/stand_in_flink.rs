@@ -1,0 +1,129 @@
+//! A stand-in for a Flink cluster's REST endpoint, answering the calls the
+//! watcher makes in Flink 2.3's format (`/config`, `/jobs/overview`,
+//! `/jobs/<id>`, `/jobs/<id>/exceptions`), with answers a test sets: runs
+//! of jobs, and hostile answers a real cluster would not give.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One job as the stand-in lists it.
+#[derive(Clone)]
+pub struct FlinkRun {
+    /// The state `/jobs/overview` lists.
+    pub state: String,
+    /// The state `/jobs/<id>` answers, when it differs.
+    pub details_state: Option<String>,
+    /// Each status with the last time it was reached (unix ms).
+    pub timestamps: BTreeMap<String, i64>,
+}
+
+impl FlinkRun {
+    /// A run that went from INITIALIZING to FINISHED, ending at `end`.
+    pub fn finished_at(end: i64) -> Self {
+        Self {
+            state: "FINISHED".into(),
+            details_state: None,
+            timestamps: BTreeMap::from([
+                ("INITIALIZING".into(), end - 3000),
+                ("CREATED".into(), end - 2900),
+                ("RUNNING".into(), end - 2000),
+                ("FINISHED".into(), end),
+            ]),
+        }
+    }
+}
+
+/// What the stand-in answers.
+pub struct Answers {
+    pub version: String,
+    /// Answered whole by `/jobs/overview` instead of the runs, when set.
+    pub overview: Option<Value>,
+    pub runs: BTreeMap<String, FlinkRun>,
+}
+
+#[derive(Clone)]
+pub struct StandInFlink {
+    pub url: String,
+    pub answers: Arc<Mutex<Answers>>,
+}
+
+impl StandInFlink {
+    pub async fn start() -> Self {
+        let answers = Arc::new(Mutex::new(Answers {
+            version: "2.3.0".into(),
+            overview: None,
+            runs: BTreeMap::new(),
+        }));
+        let router = axum::Router::new()
+            .route("/config", axum::routing::get(config))
+            .route("/jobs/overview", axum::routing::get(overview))
+            .route("/jobs/{id}", axum::routing::get(job))
+            .route("/jobs/{id}/exceptions", axum::routing::get(exceptions))
+            .with_state(answers.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Self {
+            url: format!("http://{addr}"),
+            answers,
+        }
+    }
+
+    pub fn set_run(&self, id: &str, run: FlinkRun) {
+        self.answers.lock().unwrap().runs.insert(id.to_owned(), run);
+    }
+
+    pub fn with<T>(&self, change: impl FnOnce(&mut Answers) -> T) -> T {
+        change(&mut self.answers.lock().unwrap())
+    }
+}
+
+type Shared = State<Arc<Mutex<Answers>>>;
+
+async fn config(State(answers): Shared) -> Response {
+    let version = answers.lock().unwrap().version.clone();
+    axum::Json(json!({"flink-version": version, "flink-revision": "stand-in"})).into_response()
+}
+
+async fn overview(State(answers): Shared) -> Response {
+    let answers = answers.lock().unwrap();
+    if let Some(body) = &answers.overview {
+        return axum::Json(body.clone()).into_response();
+    }
+    let listed: Vec<Value> = answers
+        .runs
+        .iter()
+        .map(|(id, run)| {
+            let last = run.timestamps.values().copied().max().unwrap_or(0);
+            let ended = matches!(run.state.as_str(), "FINISHED" | "FAILED" | "CANCELED");
+            json!({"jid": id, "name": "insert-into", "state": run.state,
+                   "start-time": run.timestamps.get("CREATED").copied().unwrap_or(0),
+                   "end-time": if ended { last } else { -1 },
+                   "last-modification": last})
+        })
+        .collect();
+    axum::Json(json!({"jobs": listed})).into_response()
+}
+
+async fn job(State(answers): Shared, Path(id): Path<String>) -> Response {
+    match answers.lock().unwrap().runs.get(&id) {
+        Some(run) => axum::Json(json!({"jid": id,
+            "state": run.details_state.as_ref().unwrap_or(&run.state),
+            "timestamps": run.timestamps}))
+        .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"errors": ["Job could not be found."]})),
+        )
+            .into_response(),
+    }
+}
+
+async fn exceptions() -> Response {
+    axum::Json(json!({"exceptionHistory": {"entries": [], "truncated": false}})).into_response()
+}
