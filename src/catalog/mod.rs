@@ -9,6 +9,7 @@
 
 pub mod builtin;
 pub mod filesystem;
+pub mod installation;
 pub mod jdbc;
 pub mod live;
 pub mod memory;

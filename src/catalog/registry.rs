@@ -234,7 +234,7 @@ mod tests {
     }
 
     fn message(pairs: &[(&str, &str)]) -> String {
-        super::super::builtin::registry(Default::default())
+        super::super::builtin::registry(Default::default(), Default::default())
             .validate(&options(pairs))
             .err()
             .expect("should be refused")
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn property_version_is_accepted_by_every_type() {
-        let registry = super::super::builtin::registry(Default::default());
+        let registry = super::super::builtin::registry(Default::default(), Default::default());
         assert!(
             registry
                 .validate(&options(&[

@@ -16,6 +16,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
+use crate::catalog::installation::Installation;
 use crate::catalog::{LiveCatalogs, ProtectedPaths};
 use crate::config::{ServeSettings, StoreSettings};
 use crate::hooks::HookRunner;
@@ -136,8 +137,10 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     }
     let tokens = Arc::new(load_tokens(&settings)?);
     let protected = Arc::new(protected_paths(&settings, store.as_ref())?);
+    let installation = Installation::new(store.installation().await?);
     let catalogs = Arc::new(LiveCatalogs::new(crate::catalog::builtin::registry(
         protected,
+        installation,
     )));
     let metrics = Arc::new(crate::metrics::Metrics::new());
     let hooks = Arc::new(HookRunner::new(

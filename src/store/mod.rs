@@ -415,6 +415,11 @@ pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencySto
     /// Reachable, fully migrated, and every table of the schema there.
     async fn check_ready(&self) -> Result<(), StoreError>;
 
+    /// This installation's id, made by the migrations once per store:
+    /// every marker ctasd leaves in a target carries it, so that a marker
+    /// of another installation is told apart.
+    async fn installation(&self) -> Result<String, StoreError>;
+
     /// What an operator graphs: pending and failed actions, pool use.
     async fn figures(&self) -> Result<StoreFigures, StoreError>;
 
@@ -461,6 +466,16 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
             tables.map(|names| names.into_iter().map(|(n,)| n).collect()),
             self.backend.migrations(),
         )
+    }
+
+    async fn installation(&self) -> Result<String, StoreError> {
+        use sql::Sql;
+        let row: Option<(String,)> = self
+            .pool()
+            .row(sql::Query::new("SELECT installation FROM ctasd_store"))
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(row.map(|(id,)| id).unwrap_or_default())
     }
 
     async fn figures(&self) -> Result<StoreFigures, StoreError> {

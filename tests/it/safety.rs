@@ -882,3 +882,56 @@ async fn a_table_at_a_staging_name_that_ctasd_did_not_create_is_neither_adopted_
         assert_eq!(world.ids(&staging).await, Some(vec![999]), "kept as it was");
     }
 }
+
+#[tokio::test]
+async fn a_staging_another_installation_made_under_the_same_job_id_is_left_to_it() {
+    for (world, options, database) in crate::staging::world_options().await {
+        let ours = TestApp::spawn().await;
+        let theirs = TestApp::spawn().await;
+        ours.register("c", options.clone()).await;
+        theirs.register("c", options).await;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let job = json!({"id": id, "name": "j", "mode": "batch", "hooks": [{"kind": "create_table_as",
+            "target": {"catalog": "c", "database": database, "table": "orders"},
+            "table": {"columns": [{"name": "id", "type": "BIGINT NOT NULL"},
+                                  {"name": "note", "type": "VARCHAR(20)"}]}}]});
+        for app in [&theirs, &ours] {
+            let reply = app.post("/v1/jobs", &job).await;
+            assert_eq!(reply.status, 201, "{}", reply.text);
+        }
+        theirs.put_status(&id, "CREATED").await;
+        let staging = ours.get(&format!("/v1/jobs/{id}")).await.body["hooks"][0]["write_location"]
+            ["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        world.insert(&staging, &[5]).await;
+
+        let created = ours.put_status(&id, "CREATED").await;
+        let begin = &created.body["actions_taken"][0];
+        assert_eq!(begin["state"], "failed", "{}", created.text);
+        assert!(
+            begin["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("another ctasd installation"),
+            "{begin}"
+        );
+        ours.put_status(&id, "FAILED").await;
+        assert_eq!(
+            world.ids(&staging).await,
+            Some(vec![5]),
+            "their staging keeps its rows"
+        );
+
+        // Theirs publishes it as ever.
+        theirs.put_status(&id, "RUNNING").await;
+        let finished = theirs.put_status(&id, "FINISHED").await;
+        assert_eq!(
+            finished.body["actions_taken"][0]["outcome"], "committed",
+            "{}",
+            finished.text
+        );
+        assert_eq!(world.ids("orders").await, Some(vec![5]));
+    }
+}

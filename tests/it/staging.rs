@@ -20,7 +20,7 @@ use crate::helpers::{
 async fn open(options: Value) -> Arc<dyn Catalog> {
     let options: std::collections::BTreeMap<String, String> =
         serde_json::from_value(options).unwrap();
-    ctasd::catalog::builtin::registry(Default::default())
+    ctasd::catalog::builtin::registry(Default::default(), Default::default())
         .open(
             &CatalogName::parse("t").unwrap(),
             &CatalogOptions::new(options).unwrap(),

@@ -34,6 +34,7 @@ mod beneath;
 use rustix::fs::RenameFlags;
 
 use self::beneath::{Dir, Kind};
+use super::installation::Installation;
 use super::protected::{ProtectedPaths, canonical_directory};
 use super::registry::{CatalogFactory, FactoryError};
 use super::sink::file_uri;
@@ -79,11 +80,15 @@ static OPTIONS: &[OptionSpec] = &[
 
 pub struct FilesystemCatalogFactory {
     protected: Arc<ProtectedPaths>,
+    installation: Installation,
 }
 
 impl FilesystemCatalogFactory {
-    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
-        Self { protected }
+    pub fn new(protected: Arc<ProtectedPaths>, installation: Installation) -> Self {
+        Self {
+            protected,
+            installation,
+        }
     }
 }
 
@@ -206,6 +211,7 @@ impl CatalogFactory for FilesystemCatalogFactory {
         Ok(Arc::new(FilesystemCatalog {
             root,
             warehouse: Arc::new(warehouse),
+            installation: self.installation.clone(),
             default_database,
         }))
     }
@@ -216,6 +222,8 @@ pub struct FilesystemCatalog {
     root: PathBuf,
     /// The warehouse, opened: every file operation is made beneath it.
     warehouse: Arc<Dir>,
+    /// Named in every marker this catalog writes.
+    installation: Installation,
     default_database: String,
 }
 
@@ -410,16 +418,19 @@ impl Catalog for FilesystemCatalog {
 
     async fn check_replaceable(&self, database: &str, table: &str) -> Result<(), CatalogError> {
         let warehouse = self.warehouse.clone();
+        let installation = self.installation.clone();
         let (database, table) = (database.to_owned(), table.to_owned());
         self.blocking(move || {
             let db = open_database(&warehouse, &database)?;
-            match inspect(&db, &table)?.ownership {
-                Ownership::Foreign(reason) => Err(CatalogError::NotOwned {
-                    database,
-                    table,
-                    reason,
+            match inspect(&db, &table, &installation)?.ownership {
+                Ownership::Foreign(reason) | Ownership::Theirs(reason) => {
+                    Err(CatalogError::NotOwned {
+                        database,
+                        table,
+                        reason,
+                    }
+                    .into())
                 }
-                .into()),
                 _ => Ok(()),
             }
         })
@@ -444,9 +455,10 @@ impl FilesystemCatalog {
             ObjectName::parse(what, name).map_err(|e| CatalogError::Unsupported(e.to_string()))?;
         }
         let warehouse = self.warehouse.clone();
+        let installation = self.installation.clone();
         let staging = staging.clone();
         self.blocking(move || {
-            let table = Table::open(&warehouse, &staging)?;
+            let table = Table::open(&warehouse, installation, &staging)?;
             work(&table, &staging)
         })
         .await
@@ -523,6 +535,9 @@ enum Ownership {
     OnlyOwnFiles,
     /// Anything else: not ctasd's to remove or replace.
     Foreign(String),
+    /// Made by another ctasd installation (its marker names it): not
+    /// this one's to adopt, publish, replace or remove.
+    Theirs(String),
 }
 
 /// A name looked at: what it is, and the directory itself, opened, when it
@@ -532,7 +547,7 @@ struct Found {
     dir: Option<Dir>,
 }
 
-fn inspect(db: &Dir, name: &str) -> std::io::Result<Found> {
+fn inspect(db: &Dir, name: &str, installation: &Installation) -> std::io::Result<Found> {
     let foreign = |reason: &str| {
         Ok(Found {
             ownership: Ownership::Foreign(reason.to_owned()),
@@ -557,23 +572,31 @@ fn inspect(db: &Dir, name: &str) -> std::io::Result<Found> {
         }
         Err(e) => return Err(e),
     };
-    let ownership = ownership_of(&dir)?;
+    let ownership = ownership_of(&dir, installation)?;
     Ok(Found {
         ownership,
         dir: Some(dir),
     })
 }
 
-fn ownership_of(dir: &Dir) -> std::io::Result<Ownership> {
+fn ownership_of(dir: &Dir, installation: &Installation) -> std::io::Result<Ownership> {
     let is_file = |name: &str| dir.kind(name).is_ok_and(|kind| kind == Kind::File);
     if is_file(SCHEMA_FILE)
         && is_file(COMMIT_MARKER)
-        && let Some(key) = dir
-            .read(COMMIT_MARKER)
-            .ok()
-            .and_then(|marker| StagingKey::parse(&String::from_utf8_lossy(&marker)))
+        && let Ok(marker) = dir.read(COMMIT_MARKER)
     {
-        return Ok(Ownership::Made(key));
+        let marker = String::from_utf8_lossy(&marker);
+        let key = marker.split(',').next().and_then(StagingKey::parse);
+        match (key, installation.check(&marker)) {
+            (Some(key), Ok(())) => return Ok(Ownership::Made(key)),
+            (Some(_), Err(other)) => {
+                return Ok(Ownership::Theirs(format!(
+                    "its {COMMIT_MARKER} names another ctasd installation ({other}): two stores \
+                     share this warehouse, or a job id was used again"
+                )));
+            }
+            (None, _) => {}
+        }
     }
     for (name, kind) in dir.entries()? {
         let name = name.to_string_lossy();
@@ -624,6 +647,7 @@ fn remove_own_files(db: &Dir, name: &str, dir: &Dir) -> std::io::Result<()> {
 /// One hook's names in its database directory.
 struct Table {
     db: Dir,
+    installation: Installation,
     database: String,
     staging: String,
     /// Where a replacement (a new attempt's staging, a streaming replace) is
@@ -633,9 +657,14 @@ struct Table {
 }
 
 impl Table {
-    fn open(warehouse: &Dir, staging: &Staging) -> Result<Table, Failure> {
+    fn open(
+        warehouse: &Dir,
+        installation: Installation,
+        staging: &Staging,
+    ) -> Result<Table, Failure> {
         Ok(Table {
             db: open_database(warehouse, &staging.database)?,
+            installation,
             database: staging.database.clone(),
             staging: format!("{STAGING_PREFIX}{}", staging.key.as_str()),
             fresh: format!("{FRESH_PREFIX}{}", staging.key.as_str()),
@@ -677,7 +706,8 @@ impl Table {
         };
         let json = serde_json::to_vec_pretty(&schema).map_err(std::io::Error::other)?;
         dir.write_file(SCHEMA_FILE, &json)?;
-        dir.write_file(COMMIT_MARKER, staging.key.as_str().as_bytes())?;
+        let marker = self.installation.mark(staging.key.as_str());
+        dir.write_file(COMMIT_MARKER, marker.as_bytes())?;
         match attempt {
             Some(attempt) => dir.write_file(ATTEMPT_MARKER, attempt.to_string().as_bytes())?,
             // A published table is no attempt's staging any more.
@@ -701,7 +731,7 @@ impl Table {
     /// there; anything else found there (a link, a foreign directory) is
     /// refused, never written into or removed.
     fn clear_fresh(&self, staging: &Staging) -> Result<(), Failure> {
-        let found = inspect(&self.db, &self.fresh)?;
+        let found = inspect(&self.db, &self.fresh, &self.installation)?;
         match (found.ownership, found.dir) {
             (Ownership::Missing, _) => Ok(()),
             (Ownership::Made(_) | Ownership::OnlyOwnFiles, Some(dir)) => {
@@ -721,24 +751,26 @@ impl Table {
     }
 
     fn made_by(&self, name: &str, staging: &Staging) -> std::io::Result<bool> {
-        Ok(inspect(&self.db, name)?.ownership == Ownership::Made(staging.key.clone()))
+        Ok(inspect(&self.db, name, &self.installation)?.ownership
+            == Ownership::Made(staging.key.clone()))
     }
 
     /// The staging path is this hook's to fill: absent, its own, or only
     /// ctasd's files; anything else someone else put there.
     fn check_staging_free(&self, staging: &Staging) -> Result<(), Failure> {
-        match inspect(&self.db, &self.staging)?.ownership {
+        match inspect(&self.db, &self.staging, &self.installation)?.ownership {
             Ownership::Missing | Ownership::OnlyOwnFiles => Ok(()),
             Ownership::Made(key) if key == staging.key => Ok(()),
-            Ownership::Made(_) | Ownership::Foreign(_) => {
+            Ownership::Made(_) | Ownership::Foreign(_) | Ownership::Theirs(_) => {
                 Err(self.not_owned_at(staging, &self.staging))
             }
         }
     }
 
     fn not_owned_at(&self, staging: &Staging, name: &str) -> Failure {
-        let reason = match inspect(&self.db, name).map(|found| found.ownership) {
-            Ok(Ownership::Foreign(reason)) => reason,
+        let reason = match inspect(&self.db, name, &self.installation).map(|found| found.ownership)
+        {
+            Ok(Ownership::Foreign(reason) | Ownership::Theirs(reason)) => reason,
             Ok(Ownership::Made(key)) if key != staging.key => {
                 "it was made by another job's staging".into()
             }
@@ -753,10 +785,12 @@ impl Table {
     }
 
     fn create(&self, staging: &Staging, replace: bool) -> Result<CreateOutcome, Failure> {
-        match inspect(&self.db, &self.target)?.ownership {
+        match inspect(&self.db, &self.target, &self.installation)?.ownership {
             Ownership::Missing => {}
             _ if !replace => return Ok(CreateOutcome::AlreadyExisted),
-            Ownership::Foreign(_) => return Err(self.not_owned_at(staging, &self.target)),
+            Ownership::Foreign(_) | Ownership::Theirs(_) => {
+                return Err(self.not_owned_at(staging, &self.target));
+            }
             Ownership::Made(_) | Ownership::OnlyOwnFiles => {
                 self.clear_fresh(staging)?;
                 self.fill(&self.fresh, staging, None, true)?;
@@ -789,7 +823,7 @@ impl Table {
     /// files are then written beside them without following any link.
     fn begin(&self, staging: &Staging, attempt: i64) -> Result<BeginOutcome, Failure> {
         self.clear_fresh(staging)?;
-        let found = inspect(&self.db, &self.staging)?;
+        let found = inspect(&self.db, &self.staging, &self.installation)?;
         let outcome = match found.ownership {
             Ownership::Missing | Ownership::OnlyOwnFiles => BeginOutcome::Staged,
             Ownership::Made(key) if key != staging.key => {
@@ -805,7 +839,9 @@ impl Table {
                 None => BeginOutcome::Adopted,
             },
             Ownership::Foreign(_) if found.dir.is_some() => BeginOutcome::Adopted,
-            Ownership::Foreign(_) => return Err(self.not_owned_at(staging, &self.staging)),
+            Ownership::Foreign(_) | Ownership::Theirs(_) => {
+                return Err(self.not_owned_at(staging, &self.staging));
+            }
         };
         self.fill(&self.staging, staging, Some(attempt), false)?;
         self.db.sync()?;
@@ -813,7 +849,7 @@ impl Table {
     }
 
     fn commit(&self, staging: &Staging, publish: Publish) -> Result<CommitOutcome, Failure> {
-        let found = inspect(&self.db, &self.staging)?;
+        let found = inspect(&self.db, &self.staging, &self.installation)?;
         let (Ownership::Made(key), Some(dir)) = (&found.ownership, &found.dir) else {
             return self.committed_before(staging);
         };
@@ -835,9 +871,9 @@ impl Table {
                 }
             }
             Publish::Replace => {
-                match inspect(&self.db, &self.target)?.ownership {
+                match inspect(&self.db, &self.target, &self.installation)?.ownership {
                     Ownership::Missing => return Err(table_not_found(staging).into()),
-                    Ownership::Foreign(_) => {
+                    Ownership::Foreign(_) | Ownership::Theirs(_) => {
                         return Err(self.not_owned_at(staging, &self.target));
                     }
                     Ownership::Made(_) | Ownership::OnlyOwnFiles => {}
@@ -868,7 +904,7 @@ impl Table {
     /// Removes what a swap left at `name`, if ctasd can prove it made it;
     /// anything else is left where it is, and said so in the log.
     fn remove_replaced(&self, name: &str) -> Result<(), Failure> {
-        let found = inspect(&self.db, name)?;
+        let found = inspect(&self.db, name, &self.installation)?;
         match (found.ownership, found.dir) {
             (Ownership::Missing, _) => Ok(()),
             (Ownership::Made(_) | Ownership::OnlyOwnFiles, Some(dir)) => {
@@ -893,12 +929,13 @@ impl Table {
     /// there is refused and left.
     fn abort(&self, staging: &Staging) -> Result<(), Failure> {
         self.clear_fresh(staging)?;
-        let found = inspect(&self.db, &self.staging)?;
+        let found = inspect(&self.db, &self.staging, &self.installation)?;
         let dir = match (found.ownership, found.dir) {
             (Ownership::Missing, _) => return Ok(()),
             (Ownership::Made(key), _) if key != staging.key => {
                 return Err(self.not_owned_at(staging, &self.staging));
             }
+            (Ownership::Theirs(_), _) => return Err(self.not_owned_at(staging, &self.staging)),
             (_, Some(dir)) => dir,
             (_, None) => return Err(self.not_owned_at(staging, &self.staging)),
         };

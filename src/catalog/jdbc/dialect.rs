@@ -9,6 +9,7 @@
 
 use std::fmt::Write;
 
+use crate::catalog::installation::Installation;
 use crate::domain::table::{ColumnDefinition, TableDefinition};
 use crate::domain::types::DataType;
 
@@ -30,6 +31,8 @@ pub struct Shape<'a> {
     /// The attempt marker of a staging; `None` for a published table,
     /// which carries the declared table comment instead.
     pub attempt: Option<i64>,
+    /// Named in the marker.
+    pub installation: &'a Installation,
 }
 
 /// One staging to publish as its target.
@@ -142,7 +145,7 @@ pub trait Dialect: Send + Sync {
 
     /// What follows the column list inside the parentheses (SQLite keeps
     /// the staging marker there, in a comment).
-    fn inner_suffix(&self, _attempt: Option<i64>) -> String {
+    fn inner_suffix(&self, _marker: Option<&str>) -> String {
         String::new()
     }
 
@@ -208,9 +211,11 @@ pub trait Dialect: Send + Sync {
             )
             .expect("writing to a String");
         }
-        sql.push_str(&self.inner_suffix(shape.attempt));
+        let marker = shape
+            .attempt
+            .map(|attempt| shape.installation.mark(&attempt_marker(attempt)));
+        sql.push_str(&self.inner_suffix(marker.as_deref()));
         sql.push(')');
-        let marker = shape.attempt.map(attempt_marker);
         let comment = marker.as_deref().or(table.comment.as_deref());
         sql.push_str(&self.table_suffix(comment)?);
         let mut statements = vec![sql];
@@ -356,9 +361,11 @@ impl NameKind {
 impl Shape<'_> {
     /// A table as published: its declared key name and comment.
     pub fn published() -> Self {
+        static NONE: Installation = Installation::none();
         Shape {
             key_name: None,
             attempt: None,
+            installation: &NONE,
         }
     }
 }

@@ -27,6 +27,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
+use super::installation::Installation;
 use super::protected::{ProtectedPaths, STORE_MARKER_TABLE, canonical_directory};
 use super::registry::{CatalogFactory, FactoryError};
 use super::{
@@ -134,11 +135,15 @@ impl JdbcUrl {
 
 pub struct JdbcCatalogFactory {
     protected: Arc<ProtectedPaths>,
+    installation: Installation,
 }
 
 impl JdbcCatalogFactory {
-    pub fn new(protected: Arc<ProtectedPaths>) -> Self {
-        Self { protected }
+    pub fn new(protected: Arc<ProtectedPaths>, installation: Installation) -> Self {
+        Self {
+            protected,
+            installation,
+        }
     }
 }
 
@@ -239,6 +244,7 @@ impl CatalogFactory for JdbcCatalogFactory {
         let catalog = JdbcCatalog {
             server,
             protected: self.protected.clone(),
+            installation: self.installation.clone(),
             options: options.clone(),
             default_database,
             not_stores: Mutex::new(HashSet::new()),
@@ -505,6 +511,8 @@ pub(crate) trait Server: Send + Sync {
 pub struct JdbcCatalog {
     server: Box<dyn Server>,
     protected: Arc<ProtectedPaths>,
+    /// Named in every staging's marker.
+    installation: Installation,
     /// Kept for redacting driver messages.
     options: CatalogOptions,
     default_database: String,
@@ -542,6 +550,26 @@ fn fresh_table(staging: &Staging) -> String {
 /// A staging's own primary key name, where the system needs one.
 fn staging_key_name(staging: &Staging) -> String {
     format!("{HIDDEN_PREFIX}pk_{}", staging.key.as_str())
+}
+
+impl JdbcCatalog {
+    /// The attempt a staging's note names, when it is this installation's
+    /// marker; any other table at the staging's name is not ctasd's.
+    fn marked_attempt(&self, staging: &Staging, note: &str) -> Result<i64, CatalogError> {
+        let attempt =
+            dialect::parse_attempt_marker(note).ok_or_else(|| unmarked_staging(staging))?;
+        self.installation
+            .check(note)
+            .map_err(|other| CatalogError::NotOwned {
+                database: staging.database.clone(),
+                table: staging_table(staging),
+                reason: format!(
+                    "its marker names another ctasd installation ({other}): two stores share \
+                     this database, or a job id was used again; it is that installation's"
+                ),
+            })?;
+        Ok(attempt)
+    }
 }
 
 /// A table at a staging's name without ctasd's marker, which ctasd writes
@@ -735,6 +763,7 @@ impl JdbcCatalog {
                 .stages_key_name()
                 .then_some(key_name.as_str()),
             attempt: Some(attempt),
+            installation: &self.installation,
         };
         self.dialect()
             .create_table(name, &staging.definition, shape)
@@ -785,11 +814,8 @@ impl JdbcCatalog {
                 .table_notes(database, &[&staged, &staging.table])
                 .await
                 .map_err(|e| self.failed(database, e))?;
-            if notes[0]
-                .as_deref()
-                .is_some_and(|note| dialect::parse_attempt_marker(note).is_none())
-            {
-                return Err(unmarked_staging(staging));
+            if let Some(note) = notes[0].as_deref() {
+                self.marked_attempt(staging, note)?;
             }
             let [staged_exists, target_exists] = [0, 1].map(|i| notes[i].is_some());
             match (staged_exists, target_exists, publish) {
@@ -1046,16 +1072,13 @@ impl Catalog for JdbcCatalog {
                 Err(e) => Err(self.failed(database, e)),
             };
         };
-        match dialect::parse_attempt_marker(&note) {
-            Some(marked) if marked >= attempt => Ok(BeginOutcome::AlreadyStaged),
-            Some(_) => {
-                let statements =
-                    self.replace_ddl(staging, &name, |n| self.staging_ddl(staging, n, attempt))?;
-                self.run(database, &statements).await?;
-                Ok(BeginOutcome::Restaged)
-            }
-            None => Err(unmarked_staging(staging)),
+        if self.marked_attempt(staging, &note)? >= attempt {
+            return Ok(BeginOutcome::AlreadyStaged);
         }
+        let statements =
+            self.replace_ddl(staging, &name, |n| self.staging_ddl(staging, n, attempt))?;
+        self.run(database, &statements).await?;
+        Ok(BeginOutcome::Restaged)
     }
 
     async fn commit(
@@ -1079,8 +1102,8 @@ impl Catalog for JdbcCatalog {
             .table_note(database, &staging_table(staging))
             .await
             .map_err(|e| self.failed(database, e))?;
-        if note.is_some_and(|note| dialect::parse_attempt_marker(&note).is_none()) {
-            return Err(unmarked_staging(staging));
+        if let Some(note) = note {
+            self.marked_attempt(staging, &note)?;
         }
         let mut leftovers = vec![staging_table(staging)];
         if !self.dialect().transactional_ddl() {
@@ -1148,6 +1171,7 @@ impl Catalog for JdbcCatalog {
             let shape = Shape {
                 key_name: dialect.stages_key_name().then_some(probe_key),
                 attempt: Some(0),
+                installation: &self.installation,
             };
             dialect
                 .create_table(&self.name_of(database, probe)?, definition, shape)

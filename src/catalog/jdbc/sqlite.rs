@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 use sqlx::{ConnectOptions, Connection};
 
-use super::dialect::{Dialect, DialectError, NameKind, Publication, attempt_marker};
+use super::dialect::{Dialect, DialectError, NameKind, Publication};
 use super::{CONNECT_TIMEOUT, Ending, PoolPerDatabase, Server, run_statements};
 use crate::domain::types::{DataType, MAX_LENGTH, TypeKind};
 
@@ -81,8 +81,8 @@ impl Dialect for Sqlite {
         })
     }
 
-    fn inner_suffix(&self, attempt: Option<i64>) -> String {
-        attempt.map_or(String::new(), |a| format!(" /* {} */", attempt_marker(a)))
+    fn inner_suffix(&self, marker: Option<&str>) -> String {
+        marker.map_or(String::new(), |marker| format!(" /* {marker} */"))
     }
 
     fn publish(&self, items: &[Publication]) -> Result<Vec<String>, DialectError> {
