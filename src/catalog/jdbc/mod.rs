@@ -527,10 +527,17 @@ pub struct JdbcCatalog {
     accepted: std::sync::Mutex<HashMap<(String, String), std::time::Instant>>,
 }
 
-/// One staging of a publication, with its names as DDL names them: the
-/// staging, the target, where a replaced table is parked, the staging's
-/// own key name, and whether it replaces.
-struct PublishNames<'a>(&'a Staging, String, String, String, String, bool);
+/// One staging of a publication, with its names as DDL names them.
+struct PublishNames<'a> {
+    staging: &'a Staging,
+    staged: String,
+    target: String,
+    /// Where a replaced table is parked (MySQL's swap).
+    parked: String,
+    /// The staging's own primary key name, unquoted.
+    key: String,
+    replace: bool,
+}
 
 fn staging_table(staging: &Staging) -> String {
     format!("{HIDDEN_PREFIX}stg_{}", staging.key.as_str())
@@ -835,20 +842,27 @@ impl JdbcCatalog {
                 }
                 (true, _, _) => {}
             }
-            names.push(PublishNames(
+            names.push(PublishNames {
                 staging,
-                self.name_of(database, &staging_table(staging))?,
-                self.name_of(database, &staging.table)?,
-                self.name_of(database, &parked_table(staging))?,
-                staging_key_name(staging),
-                *publish == Publish::Replace,
-            ));
+                staged: self.name_of(database, &staging_table(staging))?,
+                target: self.name_of(database, &staging.table)?,
+                parked: self.name_of(database, &parked_table(staging))?,
+                key: staging_key_name(staging),
+                replace: *publish == Publish::Replace,
+            });
             outcomes.push(CommitOutcome::Committed);
         }
         let items: Vec<Publication> = names
             .iter()
             .map(
-                |PublishNames(staging, staged, target, parked, key, replace)| Publication {
+                |PublishNames {
+                     staging,
+                     staged,
+                     target,
+                     parked,
+                     key,
+                     replace,
+                 }| Publication {
                     staging: staged,
                     target,
                     replace: *replace,
@@ -863,7 +877,7 @@ impl JdbcCatalog {
             match self.server.run(database, &statements).await {
                 Ok(()) => {}
                 Err(e) if is_already_exists(&e) => {
-                    return Err(table_exists_error(names[0].0));
+                    return Err(table_exists_error(names[0].staging));
                 }
                 Err(e) => {
                     self.undo_swaps(database, &names).await;
@@ -884,7 +898,15 @@ impl JdbcCatalog {
             return;
         }
         let mut renames = Vec::new();
-        for PublishNames(staging, staged, target, parked, _, replace) in names {
+        for PublishNames {
+            staging,
+            staged,
+            target,
+            parked,
+            replace,
+            ..
+        } in names
+        {
             if !replace {
                 continue;
             }
