@@ -190,6 +190,11 @@ pub struct Authorized<P> {
 impl<P> Authorized<P> {
     /// The token's name and role; `None` when no tokens are configured
     /// (then every request is allowed).
+    /// Whether the request came with an engine's token.
+    pub fn is_engine(&self) -> bool {
+        matches!(self.token, Some((_, Role::Engine)))
+    }
+
     pub fn token(&self) -> Option<(&str, Role)> {
         self.token
             .as_ref()

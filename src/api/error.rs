@@ -84,6 +84,7 @@ pub enum ProblemCode {
     IdempotencyKeyReused,
     IdempotencyKeyInUse,
     EngineJobIdTaken,
+    JobWatched,
     EngineNotFound,
     EngineExists,
     EngineInUse,
@@ -117,7 +118,7 @@ impl ProblemCode {
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
             | TableNotOwned | StagingMissing | JobExists | TransitionIllegal | StaleRun
-            | ActionNotSettleable | EngineJobIdTaken | EngineExists | EngineInUse
+            | ActionNotSettleable | EngineJobIdTaken | JobWatched | EngineExists | EngineInUse
             | EngineModified => StatusCode::CONFLICT,
             BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ContentTypeUnsupported => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -208,6 +209,7 @@ impl ProblemCode {
             IdempotencyKeyReused => "Idempotency key used for another request",
             IdempotencyKeyInUse => "Idempotency key in use",
             EngineJobIdTaken => "Engine job id taken",
+            JobWatched => "Job watched by its engine",
             EngineNotFound => "Engine not found",
             EngineExists => "Engine already exists",
             EngineInUse => "Engine in use",
@@ -493,6 +495,7 @@ impl From<ServiceError> for ApiError {
             }
             ServiceError::Decision(_) => Self::new(C::ActionNotSettleable, detail),
             ServiceError::EngineJobIdTaken(_) => Self::new(C::EngineJobIdTaken, detail),
+            ServiceError::JobWatched(_) => Self::new(C::JobWatched, detail),
             ServiceError::EngineSetting(e) => {
                 Self::new(C::EngineSettingInvalid, detail.clone()).with_field(e.field(), detail)
             }

@@ -24,10 +24,11 @@ use super::openapi::StringMap;
 use super::{AppState, page};
 use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
 use crate::domain::hook::{HookKind, JobCursor, JobFilter, JobRecord};
-use crate::domain::job::{JobId, JobMode, JobStatus};
+use crate::domain::job::{JobId, JobMode, JobStatus, MAX_ENGINE_TIME_AHEAD};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionState, Decision, HookAction, Settlement,
 };
+use crate::domain::options::masked_map;
 use crate::domain::table::TableDefinition;
 use crate::domain::{WriteLocation, non_null};
 use crate::service::{self, HookRequest, JobRequest, Submission, WriteLocations};
@@ -322,15 +323,37 @@ pub struct StatusReport {
     pub timestamps: BTreeMap<JobStatus, i64>,
 }
 
+/// A span ahead, in the largest unit that says it.
+fn humanize_ahead(ahead: chrono::Duration) -> String {
+    match ahead.num_days() {
+        days if days >= 365 => format!("{} years", days / 365),
+        days if days >= 1 => format!("{days} days"),
+        _ => format!("{} minutes", ahead.num_minutes()),
+    }
+}
+
 impl StatusReport {
     fn into_domain(self) -> Result<crate::domain::job::StatusReport, ApiError> {
         let mut engine_times = BTreeMap::new();
         for (status, millis) in self.timestamps.into_iter().filter(|(_, m)| *m > 0) {
-            let at = DateTime::from_timestamp_millis(millis).ok_or_else(|| {
-                let message = format!("{millis} is not a time in milliseconds since the epoch");
+            let invalid = |message: String| {
                 ApiError::new(ProblemCode::BodyInvalid, message.clone())
                     .with_field(format!("timestamps.{status}"), message)
+            };
+            let at = DateTime::from_timestamp_millis(millis).ok_or_else(|| {
+                invalid(format!(
+                    "{millis} is not a time in milliseconds since the epoch"
+                ))
             })?;
+            let latest = Utc::now() + MAX_ENGINE_TIME_AHEAD;
+            if at > latest {
+                return Err(invalid(format!(
+                    "{millis} is {} ahead of ctasd's clock, more than the {} minutes a clock may \
+                     be; times are milliseconds since the epoch (is it in microseconds?)",
+                    humanize_ahead(at - Utc::now()),
+                    MAX_ENGINE_TIME_AHEAD.num_minutes()
+                )));
+            }
             engine_times.insert(status, at);
         }
         Ok(crate::domain::job::StatusReport {
@@ -390,9 +413,9 @@ fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
             },
             if_not_exists: hook.if_not_exists,
             skipped: hook.skipped,
-            table: TableDefinition::from_properties(&hook.table_properties)
+            table: TableDefinition::from_properties(&masked_map(&hook.table_properties))
                 .expect("stored properties were validated at submission"),
-            table_properties: hook.table_properties.clone(),
+            table_properties: masked_map(&hook.table_properties),
             write_location: location,
         })
         .collect();
@@ -529,19 +552,22 @@ async fn get_job(
         (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`TRANSITION_ILLEGAL`: the detail names the legal next statuses; `STALE_RUN`: the status's time in `timestamps` is before the job was submitted (an earlier run under the same engine job id), so nothing is published or discarded", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`TRANSITION_ILLEGAL`: the detail names the legal next statuses; `JOB_WATCHED`: an engine token reported a job ctasd watches on an engine; `STALE_RUN`: the status's time in `timestamps` is before the job was submitted (an earlier run under the same engine job id), so nothing is published or discarded", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`BODY_INVALID` (e.g. an unknown status)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn report_status(
-    _: Authorized<need::ReportStatus>,
+    auth: Authorized<need::ReportStatus>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
     ApiJson(report): ApiJson<StatusReport>,
 ) -> Result<axum::Json<StatusOutcome>, ApiError> {
     let id = path_job_id(&job)?;
+    if auth.is_engine() {
+        state.services.refuse_watched_to_engine_tokens(&id).await?;
+    }
     let record = state
         .services
         .report_status(&id, &report.into_domain()?)
@@ -831,7 +857,7 @@ pub struct JobUpdate {
         (status = 400, description = "`JOB_ID_INVALID` or `BODY_MALFORMED`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`ENGINE_JOB_ID_TAKEN`: another job has that engine id", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`ENGINE_JOB_ID_TAKEN`: another job has that engine id; `JOB_WATCHED`: an engine token re-pointed a job ctasd watches on an engine", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`BODY_INVALID` or `JOB_INVALID`", body = Problem, content_type = "application/problem+json"),
@@ -839,13 +865,16 @@ pub struct JobUpdate {
     )
 )]
 async fn update_job(
-    _: Authorized<need::UpdateJobs>,
+    auth: Authorized<need::UpdateJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
     if_match: IfMatch,
     ApiJson(update): ApiJson<JobUpdate>,
 ) -> Result<Tagged<Job>, ApiError> {
     let id = path_job_id(&job)?;
+    if auth.is_engine() {
+        state.services.refuse_watched_to_engine_tokens(&id).await?;
+    }
     if if_match.is_given() {
         let current = state.services.job(&id).await?;
         if_match.check("the job", &view(&state, &current))?;

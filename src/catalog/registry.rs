@@ -74,6 +74,7 @@ pub trait CatalogFactory: Send + Sync {
             path: None,
             sink_options: Default::default(),
             sink_statement: None,
+            withheld_options: Vec::new(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Where an engine writes a hook's rows, said so that it can use it as it
 //! is: Flink connector options (the table's own options merged in, secrets
 //! left out: the engine has its own) and a ready `CREATE TEMPORARY TABLE`
-//! statement for the sink, quoted as Flink SQL quotes.
+//! statement for the sink, quoted as Flink SQL quotes. What is left out
+//! as a secret is named, so the engine knows to add it.
 
 use std::collections::BTreeMap;
 
@@ -21,12 +22,11 @@ pub fn write_location(
     connector_options: BTreeMap<String, String>,
 ) -> WriteLocation {
     let definition = &staging.definition;
-    let mut sink_options: BTreeMap<String, String> = definition
+    let (withheld, mut sink_options): (BTreeMap<_, _>, BTreeMap<_, _>) = definition
         .options
         .iter()
-        .filter(|(key, _)| !is_sensitive(key))
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+        .partition(|(key, _)| is_sensitive(key));
     sink_options.extend(connector_options);
     let sink_statement = Some(sink_statement(
         &format!("{}_sink", staging.table),
@@ -40,6 +40,7 @@ pub fn write_location(
         path: None,
         sink_options,
         sink_statement,
+        withheld_options: withheld.into_keys().collect(),
     }
 }
 

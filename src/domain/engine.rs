@@ -349,13 +349,17 @@ pub fn printable(text: &str) -> String {
     out
 }
 
-/// At most `max` characters of `text`, ending with `…` when cut.
+/// Marks a text that was cut to its limit.
+pub const CUT_MARK: &str = "… [cut]";
+
+/// At most `max` characters of `text`, ending with [`CUT_MARK`] when cut.
 pub fn truncate(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
+    let keep = max.saturating_sub(CUT_MARK.chars().count());
+    let mut cut: String = text.chars().take(keep).collect();
+    cut.push_str(CUT_MARK);
     cut
 }
 
@@ -373,7 +377,7 @@ mod tests {
         assert_eq!(printable("plain ünïcode"), "plain ünïcode");
         let long = quoted(&"x".repeat(4 << 20));
         assert_eq!(long.chars().count(), MAX_QUOTED_LEN);
-        assert!(long.ends_with('…'));
+        assert!(long.ends_with(CUT_MARK));
     }
 
     #[test]

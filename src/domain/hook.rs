@@ -7,10 +7,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::catalog::CatalogDescriptor;
-use super::engine::EngineObservation;
+use super::engine::{EngineObservation, MAX_FAILURE_LEN, truncate};
 use super::job::{JobId, JobMode, JobStatus};
 use super::ledger::{ActionOutcome, ActionRecord, ActionState, Settlement};
 use super::name::EngineName;
+use super::options::{redact_secrets, secret_values};
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -165,6 +166,20 @@ impl JobRecord {
         self.status.is_globally_terminal()
             && self.engine.is_none()
             && self.actions.iter().all(|a| a.state == ActionState::Done)
+    }
+
+    /// A text from outside (a reported failure, an engine's answer, a
+    /// target system's error) as ctasd keeps it: every secret of the
+    /// job's catalogs and of its tables' options masked, cut to
+    /// [`MAX_FAILURE_LEN`] characters.
+    pub fn outside_text(&self, text: &str) -> String {
+        let secrets = self.hooks.iter().flat_map(|hook| {
+            hook.catalog
+                .options
+                .secrets()
+                .chain(secret_values(&hook.table_properties))
+        });
+        truncate(&redact_secrets(text, secrets), MAX_FAILURE_LEN)
     }
 
     /// The actions the job's last move recorded, for every status it

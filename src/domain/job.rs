@@ -235,6 +235,11 @@ impl StatusReport {
     }
 }
 
+/// How far ahead of ctasd's clock a reported engine time may be: further
+/// is not a clock's skew but a wrong unit (microseconds sent as
+/// milliseconds), and would make every later report look older.
+pub const MAX_ENGINE_TIME_AHEAD: chrono::Duration = chrono::Duration::minutes(5);
+
 /// How far an engine's clock may be behind ctasd's before a time it
 /// gives is taken to be before a job was submitted.
 pub const CLOCK_SKEW_ALLOWANCE: chrono::Duration = chrono::Duration::seconds(60);

@@ -96,17 +96,7 @@ impl CatalogOptions {
 
     /// The options as a person may see them: secrets replaced by [`MASK`].
     pub fn masked(&self) -> BTreeMap<String, String> {
-        self.0
-            .iter()
-            .map(|(k, v)| {
-                let shown = if is_sensitive(k) {
-                    MASK.to_owned()
-                } else {
-                    v.clone()
-                };
-                (k.clone(), shown)
-            })
-            .collect()
+        masked_map(&self.0)
     }
 
     /// `text` with every secret value of these options replaced by [`MASK`]:
@@ -118,17 +108,12 @@ impl CatalogOptions {
     /// masking every `p` of a one-letter password would rewrite unrelated
     /// text and, by what it rewrote, reveal the password.
     pub fn redact(&self, text: &str) -> String {
-        let mut secrets: Vec<&str> = self
-            .0
-            .iter()
-            .filter(|(k, v)| is_sensitive(k) && !v.is_empty())
-            .map(|(_, v)| v.as_str())
-            .collect();
-        // Longest first, so a secret that contains another is masked whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.iter().fold(text.to_owned(), |acc, secret| {
-            mask_occurrences(&acc, secret)
-        })
+        redact_secrets(text, self.secrets())
+    }
+
+    /// The values of the sensitive options.
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        secret_values(&self.0)
     }
 
     /// The options after `set` and `reset`, validated again.
@@ -170,6 +155,35 @@ impl utoipa::PartialSchema for StringMap {
 }
 
 impl utoipa::ToSchema for StringMap {}
+
+/// The values of `map`'s sensitive keys (catalog or table options).
+pub fn secret_values(map: &BTreeMap<String, String>) -> impl Iterator<Item = &str> {
+    map.iter()
+        .filter(|(k, v)| is_sensitive(k) && !v.is_empty())
+        .map(|(_, v)| v.as_str())
+}
+
+/// `map` with the values of its sensitive keys replaced by [`MASK`].
+pub fn masked_map(map: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    map.iter()
+        .map(|(k, v)| {
+            let shown = if is_sensitive(k) { MASK } else { v };
+            (k.clone(), shown.to_owned())
+        })
+        .collect()
+}
+
+/// `text` with each of `secrets` replaced by [`MASK`] (see
+/// [`CatalogOptions::redact`]).
+pub fn redact_secrets<'a>(text: &str, secrets: impl Iterator<Item = &'a str>) -> String {
+    let mut secrets: Vec<&str> = secrets.filter(|s| !s.is_empty()).collect();
+    // Longest first, so a secret that contains another is masked whole.
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    secrets.dedup();
+    secrets.iter().fold(text.to_owned(), |acc, secret| {
+        mask_occurrences(&acc, secret)
+    })
+}
 
 /// Secrets at least this long are masked wherever they appear in a
 /// message, even inside a longer word; shorter ones only as whole values.

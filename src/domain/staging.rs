@@ -78,7 +78,8 @@ pub enum WriteLocationKind {
     "path": "/srv/warehouse/analytics/_ctasd_stg_1b49f930063d45d6be461c4744606de0_0",
     "sink_options": {"connector": "filesystem", "format": "csv",
                      "path": "file:///srv/warehouse/analytics/_ctasd_stg_1b49f930063d45d6be461c4744606de0_0"},
-    "sink_statement": "CREATE TEMPORARY TABLE `daily_sink` (`day` DATE NOT NULL) WITH ('connector' = 'filesystem', ...)"
+    "sink_statement": "CREATE TEMPORARY TABLE `daily_sink` (`day` DATE NOT NULL) WITH ('connector' = 'filesystem', ...)",
+    "withheld_options": []
 }))]
 pub struct WriteLocation {
     pub kind: WriteLocationKind,
@@ -99,4 +100,9 @@ pub struct WriteLocation {
     /// `password` of a `jdbc` sink yourself). `null` for `memory`.
     #[schema(required = true)]
     pub sink_statement: Option<String>,
+    /// Options left out of `sink_options` and `sink_statement` because
+    /// they are secrets (the table's own and the catalog's, such as a
+    /// `jdbc` sink's `password`): the engine adds them from its own
+    /// configuration.
+    pub withheld_options: Vec<String>,
 }

@@ -45,6 +45,22 @@ impl From<OpenOrInvalid> for Failure {
     }
 }
 
+/// `result` as the ledger keeps it: a target system's error may quote
+/// any of the job's secrets, and is masked and cut like every text from
+/// outside.
+fn kept(job: &JobRecord, result: ActionResult) -> ActionResult {
+    match result {
+        ActionResult::Retry { error, retry_at } => ActionResult::Retry {
+            error: job.outside_text(&error),
+            retry_at,
+        },
+        ActionResult::Failed { error } => ActionResult::Failed {
+            error: job.outside_text(&error),
+        },
+        done => done,
+    }
+}
+
 /// What the ledger records for an outcome of `action`.
 fn settle(action: &ActionRecord, outcome: Result<ActionOutcome, Failure>) -> ActionResult {
     match outcome {
@@ -92,6 +108,7 @@ impl HookRunner {
                         .collect(),
                 };
             for (action, result) in batch.iter().zip(results) {
+                let result = kept(job, result);
                 let at = self.record(job, action, &result).await?;
                 recorded.push(Recorded {
                     id: action.id,

@@ -46,6 +46,22 @@ impl Services {
         })
     }
 
+    /// Refuses a job ctasd watches on an engine to an engine's token: its
+    /// status comes from that engine alone (a token reporting FINISHED while
+    /// Flink still runs the job would publish a partial staging), and its
+    /// engine job id stays the one ctasd follows. An operator can still
+    /// settle its actions.
+    pub async fn refuse_watched_to_engine_tokens(&self, id: &JobId) -> Result<(), ServiceError> {
+        match self.job(id).await?.engine {
+            Some(engine) => Err(ServiceError::JobWatched(format!(
+                "job '{id}' is watched on engine '{engine}': its status comes from that engine \
+                 alone, so an engine token may neither report it nor re-point it; an operator \
+                 may settle its actions"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     pub async fn set_engine_job_id(
         &self,
         id: &JobId,

@@ -203,6 +203,8 @@ pub enum ServiceError {
     Decision(DecisionError),
     #[error("engine job id '{0}' is already another job's")]
     EngineJobIdTaken(String),
+    #[error("{0}")]
+    JobWatched(String),
     #[error(transparent)]
     EngineSetting(#[from] EngineSettingError),
     #[error("{0}")]

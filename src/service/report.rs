@@ -11,6 +11,7 @@
 //! one statement first. The statement checks the job's shape itself; a
 //! hint that is missing or wrong costs one round trip, never a wrong move.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -68,6 +69,7 @@ impl Services {
         {
             return Err(ServiceError::StaleRun(stale));
         }
+        let report = &self.as_kept(job, report).await?;
         let shapes = self.shapes.moves_without_actions(job, report);
         if let Some(moved) = self
             .store
@@ -83,6 +85,24 @@ impl Services {
         let settled = self.hooks.settle_job(job, moved.claimed).await?;
         self.shapes.learn(&settled);
         Ok(settled)
+    }
+
+    /// `report` as it is stored: a failure, which comes from outside and
+    /// may quote a connection string, with the job's secrets masked and
+    /// cut to the limit. Only a report with a failure reads the job.
+    async fn as_kept<'r>(
+        &self,
+        job: &JobId,
+        report: &'r StatusReport,
+    ) -> Result<Cow<'r, StatusReport>, ServiceError> {
+        let Some(failure) = &report.failure else {
+            return Ok(Cow::Borrowed(report));
+        };
+        let record = self.job(job).await?;
+        Ok(Cow::Owned(StatusReport {
+            failure: Some(record.outside_text(failure)),
+            ..report.clone()
+        }))
     }
 
     fn reported(&self, job: &JobId, report: &StatusReport, transition: &Transition) {

@@ -319,10 +319,6 @@ impl Services {
         statuses: &[(JobStatus, i64)],
         failure: Option<String>,
     ) -> Result<Option<String>, ServiceError> {
-        let failure = match failure {
-            Some(text) => Some(self.redacted(job, &text).await?),
-            None => None,
-        };
         for (status, at) in statuses {
             let Some(at) = DateTime::<Utc>::from_timestamp_millis(*at) else {
                 continue;
@@ -346,16 +342,6 @@ impl Services {
             }
         }
         Ok(None)
-    }
-
-    /// `text` with every secret of the job's catalogs masked: an engine's
-    /// failure may quote a connection string.
-    async fn redacted(&self, job: &WatchedJob, text: &str) -> Result<String, ServiceError> {
-        let record = self.job(&job.id).await?;
-        let masked = record.hooks.iter().fold(text.to_owned(), |acc, hook| {
-            hook.catalog.options.redact(&acc)
-        });
-        Ok(truncate(&masked, MAX_FAILURE_LEN))
     }
 
     async fn note_unreachable(

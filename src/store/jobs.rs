@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::ledger::insert_action;
 use super::rows::{
     ACTION_COLUMNS, ActionRow, HookRow, InterventionRow, JobRow, TransitionRow, assemble_jobs,
-    encode_options, engine_id_taken, job_insert_failed,
+    encode_options, encode_properties, engine_id_taken, job_insert_failed,
 };
 use super::sql::{Backend, Param, Query, Sql, SqlStore};
 use super::{JobStore, Keyring, StoreError};
@@ -28,7 +28,8 @@ pub(super) const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statemen
      e.reachability_since AS engine_reachability_since, e.checked_at AS engine_checked_at, \
      e.last_error AS engine_last_error, e.engine_version AS engine_version";
 const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
-     if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment";
+     if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment, \
+     sealed_table_properties";
 
 /// A job with its hooks and actions as JSON arrays of their rows, read in
 /// one statement (see [`Dialect::one_statement_jobs`]).
@@ -211,12 +212,12 @@ impl<B: Backend> JobStore for SqlStore<B> {
         .map_err(StoreError::from_sqlx)?;
         for (index, hook) in job.hooks.iter().enumerate() {
             let (plain, sealed) = encode_options(&hook.catalog.options, &self.keyring);
-            let properties =
-                serde_json::to_string(&hook.table_properties).expect("a string map serializes");
+            let (properties, sealed_properties) =
+                encode_properties(&hook.table_properties, &self.keyring);
             tx.execute(
                 Query::new(format!(
                     "INSERT INTO hooks ({HOOK_COLUMNS}) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
                 ))
                 .text(job.id.as_str())
                 .int(index as i64)
@@ -229,7 +230,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 .text(&properties)
                 .text(&plain)
                 .text(&sealed)
-                .opt_text(hook.catalog.comment.as_deref()),
+                .opt_text(hook.catalog.comment.as_deref())
+                .text(&sealed_properties),
             )
             .await
             .map_err(StoreError::from_sqlx)?;

@@ -30,9 +30,28 @@ pub(crate) struct CatalogRow {
 
 /// `(plain options JSON, sealed options JSON)`.
 pub(crate) fn encode_options(options: &CatalogOptions, keyring: &Keyring) -> (String, String) {
+    split_sealed(options.iter_plain(), keyring)
+}
+
+/// A hook's table properties as `(plain JSON, sealed JSON)`: options whose
+/// keys are secrets are sealed, as a catalog's are.
+pub(crate) fn encode_properties(
+    properties: &BTreeMap<String, String>,
+    keyring: &Keyring,
+) -> (String, String) {
+    split_sealed(
+        properties.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        keyring,
+    )
+}
+
+fn split_sealed<'a>(
+    entries: impl Iterator<Item = (&'a str, &'a str)>,
+    keyring: &Keyring,
+) -> (String, String) {
     let mut plain = BTreeMap::new();
     let mut sealed = BTreeMap::new();
-    for (key, value) in options.iter_plain() {
+    for (key, value) in entries {
         if is_sensitive(key) {
             sealed.insert(key, keyring.seal(key, value));
         } else {
@@ -218,6 +237,13 @@ pub(crate) struct HookRow {
     pub catalog_options: String,
     pub catalog_sealed_options: String,
     pub catalog_comment: Option<String>,
+    /// Rows written before table secrets were sealed have none.
+    #[serde(default = "no_sealed_properties")]
+    pub sealed_table_properties: String,
+}
+
+fn no_sealed_properties() -> String {
+    "{}".to_owned()
 }
 
 /// Also read as JSON (`json_agg`), where one job is read in one statement.
@@ -249,6 +275,7 @@ fn corrupt(what: &str, value: &str) -> StoreError {
 
 impl HookRow {
     pub fn decode(self, keyring: &Keyring) -> Result<NewHook, StoreError> {
+        let table_properties = self.properties(keyring)?;
         let catalog = decode_descriptor(
             &self.catalog,
             &self.catalog_options,
@@ -262,10 +289,30 @@ impl HookRow {
             table: self.table_name,
             if_not_exists: self.if_not_exists,
             skipped: self.skipped,
-            table_properties: serde_json::from_str(&self.table_properties)
-                .map_err(|_| corrupt("table properties of hook", &self.hook_index.to_string()))?,
+            table_properties,
             catalog,
         })
+    }
+}
+
+impl HookRow {
+    /// The table properties, sealed secrets opened.
+    fn properties(&self, keyring: &Keyring) -> Result<BTreeMap<String, String>, StoreError> {
+        let unreadable = || corrupt("table properties of hook", &self.hook_index.to_string());
+        let mut properties: BTreeMap<String, String> =
+            serde_json::from_str(&self.table_properties).map_err(|_| unreadable())?;
+        let sealed: BTreeMap<String, String> =
+            serde_json::from_str(&self.sealed_table_properties).map_err(|_| unreadable())?;
+        for (key, value) in sealed {
+            let plain = keyring
+                .open(&key, &value)
+                .map_err(|source| StoreError::Secret {
+                    catalog: self.catalog.clone(),
+                    source,
+                })?;
+            properties.insert(key, plain);
+        }
+        Ok(properties)
     }
 }
 

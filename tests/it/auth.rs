@@ -243,3 +243,66 @@ async fn a_dashboard_on_a_configured_origin_may_call_ctasd_and_others_may_not() 
             .contains("etag")
     );
 }
+
+#[tokio::test]
+async fn an_engine_token_may_neither_report_nor_repoint_a_job_ctasd_watches() {
+    let (engine, engine_line) = generate("flink", Role::Engine);
+    let (admin, admin_line) = generate("root", Role::Admin);
+    let lines = format!("{engine_line},{admin_line}");
+    let app = TestApp::spawn_with_settings(|s| s.tokens = Some(SecretString::from(lines))).await;
+    let app = app.authorized(admin.expose_secret());
+    let flink = crate::helpers::StandInFlink::start().await;
+    let registered = app
+        .post("/v1/engines", &json!({"name": "flink", "url": flink.url}))
+        .await;
+    assert_eq!(registered.status, 201, "{}", registered.text);
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    let hooks = json!([{"kind": "create_table_as", "target": {"catalog": "mem", "table": "t"},
+        "table": {"columns": [{"name": "id", "type": "BIGINT"}]}}]);
+    let watched = app
+        .submit(&json!({"name": "w", "mode": "batch", "engine": "flink", "hooks": hooks}))
+        .await;
+    let reported = app
+        .submit(&json!({"name": "r", "mode": "batch", "hooks": hooks}))
+        .await;
+    let as_engine = |method: &str, path: String, body: serde_json::Value| {
+        let request = reqwest::Client::new()
+            .request(method.parse().unwrap(), app.url(&path))
+            .bearer_auth(engine.expose_secret())
+            .json(&body);
+        async move { Reply::from(request.send().await.unwrap()).await }
+    };
+
+    let finished = as_engine(
+        "PUT",
+        format!("/v1/jobs/{}/status", watched.id),
+        json!({"status": "FINISHED"}),
+    )
+    .await;
+    let repointed = as_engine(
+        "PATCH",
+        format!("/v1/jobs/{}", watched.id),
+        json!({"engine_job_id": "0123456789abcdef0123456789abcdef"}),
+    )
+    .await;
+
+    finished.assert_problem(409, "JOB_WATCHED");
+    assert!(
+        finished.detail().contains("engine 'flink'"),
+        "{}",
+        finished.text
+    );
+    repointed.assert_problem(409, "JOB_WATCHED");
+    let job = app.get(&format!("/v1/jobs/{}", watched.id)).await.body;
+    assert_ne!(job["status"], "FINISHED", "{job}");
+    assert_eq!(job["engine_job_id"], watched.job["engine_job_id"], "{job}");
+    // A job nobody watches is the engine token's to report.
+    let own = as_engine(
+        "PUT",
+        format!("/v1/jobs/{}/status", reported.id),
+        json!({"status": "CREATED"}),
+    )
+    .await;
+    assert_eq!(own.status, 200, "{}", own.text);
+}

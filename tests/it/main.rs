@@ -22,6 +22,7 @@ mod injection;
 mod jobs;
 mod limits;
 mod links;
+mod masking;
 mod openapi;
 mod outage;
 mod outside_text;

@@ -201,6 +201,19 @@ async fn the_server_serves_its_document_interactive_docs_from_its_own_assets_and
     assert_eq!(served.body, generated, "/openapi.json is the document");
 
     let page = app.client.get(app.url("/docs/")).send().await.unwrap();
+    let header = |name: &str| {
+        page.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    assert_eq!(header("x-frame-options"), "DENY");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    let policy = header("content-security-policy");
+    assert!(
+        policy.contains("frame-ancestors 'none'") && policy.contains("script-src 'self';"),
+        "{policy}"
+    );
     assert_eq!(page.status(), 200);
     let html = page.text().await.unwrap();
     assert!(html.contains("<div id=\"swagger-ui\">"), "{html}");

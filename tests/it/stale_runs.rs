@@ -163,3 +163,34 @@ async fn a_reported_terminal_status_timed_before_submission_is_refused_and_chang
         "its own (empty) run is published"
     );
 }
+
+#[tokio::test]
+async fn a_reported_time_far_ahead_of_the_clock_is_refused_naming_the_field() {
+    let app = TestApp::spawn().await;
+    let kept = catalog_with_kept_table(&app).await;
+    let job = app.submit(&replace_job(None)).await;
+    app.put_status(&job.id, "CREATED").await;
+    // Microseconds sent as milliseconds: some 56,000 years ahead.
+    let micros = now_ms() * 1000;
+
+    let reply = app
+        .client
+        .put(app.url(&format!("/v1/jobs/{}/status", job.id)))
+        .json(&json!({"status": "RUNNING", "timestamps": {"RUNNING": micros}}))
+        .send()
+        .await
+        .unwrap();
+    let reply = crate::helpers::Reply::from(reply).await;
+
+    reply.assert_problem(422, "BODY_INVALID");
+    assert_eq!(reply.body["errors"][0]["field"], "timestamps.RUNNING");
+    assert!(reply.detail().contains("microseconds"), "{}", reply.text);
+    // Later reports still move the job: nothing was recorded.
+    for status in ["RUNNING", "FINISHED"] {
+        let moved = app.put_status(&job.id, status).await;
+        assert_eq!(moved.status, 200, "{}", moved.text);
+    }
+    let finished = app.get(&format!("/v1/jobs/{}", job.id)).await.body;
+    assert_eq!(finished["status"], "FINISHED", "{finished}");
+    assert_eq!(part_ids(&kept), Some(vec![]), "the replace was published");
+}

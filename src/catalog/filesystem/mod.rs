@@ -702,7 +702,13 @@ impl Table {
                     nullable: c.nullable,
                 })
                 .collect(),
-            properties: staging.definition.to_properties(),
+            // Secrets stay in ctasd's store, sealed, not beside the data.
+            properties: staging
+                .definition
+                .to_properties()
+                .into_iter()
+                .filter(|(key, _)| !crate::domain::options::is_sensitive(key))
+                .collect(),
         };
         let json = serde_json::to_vec_pretty(&schema).map_err(std::io::Error::other)?;
         dir.write_file(SCHEMA_FILE, &json)?;

@@ -198,10 +198,16 @@ impl CatalogFactory for JdbcCatalogFactory {
             staging.table.clone()
         };
         let connector = connector_options(options, &staging.database, &name);
-        WriteLocation {
+        let mut location = WriteLocation {
             url: connector.get("url").cloned(),
             ..super::sink::write_location(WriteLocationKind::Table, name, staging, connector)
+        };
+        if options.get("password").is_some_and(|p| !p.is_empty()) {
+            location.withheld_options.push("password".to_owned());
+            location.withheld_options.sort();
+            location.withheld_options.dedup();
         }
+        location
     }
 
     async fn open(&self, options: &CatalogOptions) -> Result<Arc<dyn Catalog>, FactoryError> {

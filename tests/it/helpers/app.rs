@@ -59,6 +59,18 @@ impl TestApp {
         }
     }
 
+    /// This app, its client sending `token` with every request.
+    pub fn authorized(mut self, token: &str) -> Self {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value = format!("Bearer {token}").parse().unwrap();
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        self.client = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
+        self
+    }
+
     /// A scratch directory that lives as long as this app.
     pub fn scratch(&self, name: &str) -> PathBuf {
         let dir = self._temp.path().join(name);
