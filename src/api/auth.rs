@@ -407,7 +407,8 @@ pub async fn loopback_hosts_only(request: Request, next: Next) -> Response {
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok());
     let foreign_host = host.filter(|h| !is_loopback_authority(h));
-    let foreign_origin = origin.filter(|o| *o != "null").filter(|o| {
+    // `null` (a sandboxed frame, a file) is a page like any other.
+    let foreign_origin = origin.filter(|o| {
         !o.split_once("://")
             .is_some_and(|(_, a)| is_loopback_authority(a))
     });

@@ -129,20 +129,26 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
         .fallback(route_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state);
-    let router = if loopback_only {
-        router.layer(middleware::from_fn(auth::loopback_hosts_only))
-    } else {
-        router
-    };
     let idempotency = idempotency::Idempotency {
         services: services.clone(),
         lifetime: Duration::from_secs(settings.idempotency_key_lifetime_secs),
         abandoned_after: timeout * 2,
         max_body_bytes: settings.max_body_bytes,
     };
-    let app = router
+    let router = router
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
-        .layer(middleware::from_fn_with_state(idempotency, idempotency::idempotent))
+        .layer(middleware::from_fn_with_state(
+            idempotency,
+            idempotency::idempotent,
+        ));
+    // Outside the replay of kept answers: a foreign Host or page is refused
+    // before any answer is replayed to it.
+    let router = if loopback_only {
+        router.layer(middleware::from_fn(auth::loopback_hosts_only))
+    } else {
+        router
+    };
+    let app = router
         .layer(middleware::from_fn_with_state(tokens, auth::authenticate))
         .layer(middleware::from_fn(move |request, next| time_limit(timeout, request, next)))
         .layer(middleware::from_fn(move |request, next| header_limit(max_header_bytes, request, next)))

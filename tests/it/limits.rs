@@ -193,6 +193,34 @@ async fn without_tokens_requests_addressed_to_other_hosts_or_from_other_pages_ar
     rebound.assert_problem(403, "HOST_NOT_ALLOWED");
     cross_site.assert_problem(403, "HOST_NOT_ALLOWED");
     assert_eq!(local.status(), 200);
+    // A sandboxed frame's page is a page like any other.
+    let sandboxed =
+        crate::helpers::Reply::from(request("127.0.0.1", Some("null")).send().await.unwrap()).await;
+    sandboxed.assert_problem(403, "HOST_NOT_ALLOWED");
+}
+
+#[tokio::test]
+async fn a_kept_answer_is_never_replayed_to_a_foreign_host() {
+    let app = TestApp::spawn().await;
+    let register = |host: &str| {
+        app.client
+            .post(app.url("/v1/catalogs"))
+            .header("host", host.to_owned())
+            .header("idempotency-key", "register-mem-1")
+            .json(&serde_json::json!({"name": "mem", "options": {"type": "generic_in_memory"}}))
+    };
+    let first = register("127.0.0.1").send().await.unwrap();
+    assert_eq!(first.status(), 201);
+
+    let replayed =
+        crate::helpers::Reply::from(register("attacker.example.com").send().await.unwrap()).await;
+
+    replayed.assert_problem(403, "HOST_NOT_ALLOWED");
+    assert!(
+        !replayed.text.contains("generic_in_memory"),
+        "{}",
+        replayed.text
+    );
 }
 
 #[tokio::test]
