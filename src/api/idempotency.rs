@@ -87,7 +87,13 @@ async fn keep_first_answer(
             return Err(ApiError::new(ProblemCode::IdempotencyKeyReused, detail).into_response());
         }
     }
-    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let response = renewing_the_claim(
+        services,
+        &caller,
+        &key,
+        next.run(Request::from_parts(parts, Body::from(body))),
+    )
+    .await;
     let (answer, response) = keepable(response).await;
     if let Err(error) = services
         .finish_idempotency_key(&caller, &key, answer.as_ref())
@@ -96,6 +102,35 @@ async fn keep_first_answer(
         tracing::warn!(%error, "the answer to an idempotent request could not be kept");
     }
     Ok(response)
+}
+
+/// How long a claim lives without renewal: the claim of a process that died
+/// mid-request is given up after this, on every replica.
+pub const CLAIM_LEASE: Duration = Duration::from_secs(10);
+/// How often a running request renews its claim.
+const RENEW_EVERY: Duration = Duration::from_secs(3);
+
+/// Runs `request`, renewing the key's claim every [`RENEW_EVERY`] while it
+/// runs, so that only a claim whose process is gone lapses.
+async fn renewing_the_claim(
+    services: &Services,
+    caller: &str,
+    key: &str,
+    request: impl std::future::Future<Output = Response>,
+) -> Response {
+    tokio::pin!(request);
+    let mut renew =
+        tokio::time::interval_at(tokio::time::Instant::now() + RENEW_EVERY, RENEW_EVERY);
+    loop {
+        tokio::select! {
+            response = &mut request => return response,
+            _ = renew.tick() => {
+                if let Err(error) = services.renew_idempotency_claim(caller, key).await {
+                    tracing::warn!(%error, "an idempotency key's claim could not be renewed");
+                }
+            }
+        }
+    }
 }
 
 fn valid_key(key: &HeaderValue) -> Result<String, ApiError> {

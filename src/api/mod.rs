@@ -132,7 +132,7 @@ pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Token
     let idempotency = idempotency::Idempotency {
         services: services.clone(),
         lifetime: Duration::from_secs(settings.idempotency_key_lifetime_secs),
-        abandoned_after: timeout * 2,
+        abandoned_after: idempotency::CLAIM_LEASE,
         max_body_bytes: settings.max_body_bytes,
     };
     let router = router

@@ -36,6 +36,18 @@ impl Services {
             .await?)
     }
 
+    pub async fn renew_idempotency_claim(
+        &self,
+        caller: &str,
+        key: &str,
+    ) -> Result<(), ServiceError> {
+        let now_ms = Utc::now().timestamp_millis();
+        Ok(self
+            .store
+            .renew_idempotency_claim(caller, key, now_ms)
+            .await?)
+    }
+
     pub async fn finish_idempotency_key(
         &self,
         caller: &str,

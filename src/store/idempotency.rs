@@ -111,6 +111,28 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
         })
     }
 
+    /// An unanswered claim's `created_at` is the time it was last renewed.
+    async fn renew_idempotency_claim(
+        &self,
+        caller: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.pool()
+            .execute(
+                Query::new(
+                    "UPDATE idempotency_keys SET created_at = $3 \
+                     WHERE caller = $1 AND key = $2 AND status IS NULL",
+                )
+                .text(caller)
+                .text(key)
+                .int(now_ms),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(())
+    }
+
     async fn finish_idempotency_key(
         &self,
         caller: &str,

@@ -385,6 +385,16 @@ pub trait IdempotencyStore: Send + Sync {
         abandoned_before_ms: i64,
     ) -> Result<KeyClaim, StoreError>;
 
+    /// Renews an unanswered claim while its request runs: a claim is
+    /// abandoned once it has not been renewed for a while, so the key of a
+    /// process that died is free again within seconds.
+    async fn renew_idempotency_claim(
+        &self,
+        caller: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
     /// Keeps the answer to replay, or (`None`) lets the key go so that a
     /// retry runs again (the answer was not final).
     async fn finish_idempotency_key(

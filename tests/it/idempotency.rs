@@ -93,3 +93,40 @@ async fn a_final_refusal_is_replayed_too_and_the_answers_outlive_a_restart() {
     refused_again.assert_problem(422, "CATALOG_TYPE_UNKNOWN");
     assert_eq!(refused_again.headers["idempotent-replayed"], "true");
 }
+
+/// Leaves a claim of `key` as a process that died mid-request would, last
+/// renewed `age_ms` ago.
+async fn abandoned_claim(app: &TestApp, key: &str, age_ms: i64) {
+    use sqlx::Connection;
+    let file = app.settings().store.data_dir.join("ctasd.db");
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display()))
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO idempotency_keys (caller, key, request, created_at) VALUES ('', ?, 'x', ?)",
+    )
+    .bind(key)
+    .bind(chrono::Utc::now().timestamp_millis() - age_ms)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_key_claimed_by_a_process_that_died_is_free_again_within_seconds() {
+    let app = TestApp::spawn().await;
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    abandoned_claim(&app, "died-long-ago", 11_000).await;
+    abandoned_claim(&app, "still-running", 1_000).await;
+
+    let freed = post_with_key(&app, "/v1/jobs", "died-long-ago", &job("a")).await;
+    let running = post_with_key(&app, "/v1/jobs", "still-running", &job("b")).await;
+
+    assert_eq!(freed.status, 201, "{}", freed.text);
+    // The live claim holds: the request does not run (its digest is not
+    // the planted claim's, so it is answered as the key's other request).
+    running.assert_problem(422, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(job_count(&app).await, 1);
+}
