@@ -101,6 +101,12 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_IDEMPOTENCY_KEY_LIFETIME_SECS", default_value_t = 24 * 60 * 60)]
     pub idempotency_key_lifetime_secs: u64,
 
+    /// How far ahead of this server's clock an engine time in a status
+    /// report may be, in seconds; further is refused (a time in
+    /// microseconds reads as thousands of years ahead).
+    #[arg(long, env = "CTASD_MAX_ENGINE_TIME_AHEAD_SECS", default_value_t = 300)]
+    pub max_engine_time_ahead_secs: u32,
+
     /// Days a job is kept after it ended (FINISHED, FAILED or CANCELED with
     /// nothing left to do); older ones are deleted with their history, in
     /// batches, at start and every hour. 0 keeps every job.
@@ -145,6 +151,7 @@ impl ServeSettings {
             header_read_timeout_secs: 10,
             idle_timeout_secs: 60,
             idempotency_key_lifetime_secs: 24 * 60 * 60,
+            max_engine_time_ahead_secs: 300,
             ended_job_retention_days: 30,
             cors_allowed_origins: Vec::new(),
             tokens_file: None,

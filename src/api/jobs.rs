@@ -24,7 +24,7 @@ use super::openapi::StringMap;
 use super::{AppState, page};
 use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
 use crate::domain::hook::{HookKind, JobCursor, JobFilter, JobRecord};
-use crate::domain::job::{JobId, JobMode, JobStatus, MAX_ENGINE_TIME_AHEAD};
+use crate::domain::job::{JobId, JobMode, JobStatus};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionState, Decision, HookAction, Settlement,
 };
@@ -333,7 +333,12 @@ fn humanize_ahead(ahead: chrono::Duration) -> String {
 }
 
 impl StatusReport {
-    fn into_domain(self) -> Result<crate::domain::job::StatusReport, ApiError> {
+    /// The report as the domain takes it; a time more than `max_ahead`
+    /// ahead of this clock is refused.
+    fn into_domain(
+        self,
+        max_ahead: chrono::Duration,
+    ) -> Result<crate::domain::job::StatusReport, ApiError> {
         let mut engine_times = BTreeMap::new();
         for (status, millis) in self.timestamps.into_iter().filter(|(_, m)| *m > 0) {
             let invalid = |message: String| {
@@ -345,13 +350,13 @@ impl StatusReport {
                     "{millis} is not a time in milliseconds since the epoch"
                 ))
             })?;
-            let latest = Utc::now() + MAX_ENGINE_TIME_AHEAD;
+            let latest = Utc::now() + max_ahead;
             if at > latest {
                 return Err(invalid(format!(
-                    "{millis} is {} ahead of ctasd's clock, more than the {} minutes a clock may \
-                     be; times are milliseconds since the epoch (is it in microseconds?)",
+                    "{millis} is {} ahead of ctasd's clock, more than the {} s a clock may be; \
+                     times are milliseconds since the epoch (is it in microseconds?)",
                     humanize_ahead(at - Utc::now()),
-                    MAX_ENGINE_TIME_AHEAD.num_minutes()
+                    max_ahead.num_seconds()
                 )));
             }
             engine_times.insert(status, at);
@@ -570,7 +575,7 @@ async fn report_status(
     }
     let record = state
         .services
-        .report_status(&id, &report.into_domain()?)
+        .report_status(&id, &report.into_domain(state.max_engine_time_ahead)?)
         .await?;
     Ok(axum::Json(StatusOutcome {
         actions_taken: record.actions_of_last_move().map(action_view).collect(),

@@ -50,6 +50,8 @@ use error::{ApiError, ProblemCode};
 pub struct AppState {
     pub services: Arc<Services>,
     pub job_views: Arc<job_views::JobViews>,
+    /// How far ahead of this clock a reported engine time may be.
+    pub max_engine_time_ahead: chrono::Duration,
 }
 
 impl AppState {
@@ -57,6 +59,7 @@ impl AppState {
         Self {
             services,
             job_views: Arc::default(),
+            max_engine_time_ahead: crate::domain::job::MAX_ENGINE_TIME_AHEAD,
         }
     }
 }
@@ -112,7 +115,9 @@ pub fn openapi_json() -> String {
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-pub fn router(state: AppState, settings: &ServeSettings, tokens: Arc<auth::Tokens>) -> Router {
+pub fn router(mut state: AppState, settings: &ServeSettings, tokens: Arc<auth::Tokens>) -> Router {
+    state.max_engine_time_ahead =
+        chrono::Duration::seconds(i64::from(settings.max_engine_time_ahead_secs));
     let (router, _) = routes().split_for_parts();
     // Interactive docs from assets inside the binary, and the live document.
     let docs: Router<_> = SwaggerUi::new("/docs")
@@ -181,21 +186,7 @@ const DOCS_CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self
 /// `/docs` and `/openapi.json` with the dashboard's protections: a
 /// Content-Security-Policy, no framing by any site, no type sniffing.
 async fn docs_headers(mut answer: Response) -> Response {
-    use axum::http::header;
-    let set = answer.headers_mut();
-    set.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(DOCS_CONTENT_SECURITY_POLICY),
-    );
-    set.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    set.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    set.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    ui::protect_page(answer.headers_mut(), DOCS_CONTENT_SECURITY_POLICY);
     answer
 }
 

@@ -98,10 +98,19 @@ fn serve(path: &str, headers: &HeaderMap) -> Response {
     set.insert(header::ETAG, tag.clone());
     // Names carry no hash, so the browser asks again each time (a 304).
     set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    protect_page(set, CONTENT_SECURITY_POLICY);
+    answer
+}
+
+/// The headers every page ctasd serves carries: its Content-Security-Policy
+/// (`policy`, which forbids framing), no framing for browsers that read
+/// only `X-Frame-Options`, no type sniffing, no referrer.
+pub fn protect_page(set: &mut HeaderMap, policy: &'static str) {
     set.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        HeaderValue::from_static(policy),
     );
+    set.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     set.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -110,5 +119,4 @@ fn serve(path: &str, headers: &HeaderMap) -> Response {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
-    answer
 }

@@ -235,7 +235,8 @@ impl StatusReport {
     }
 }
 
-/// How far ahead of ctasd's clock a reported engine time may be: further
+/// How far ahead of ctasd's clock a reported engine time may be, unless
+/// configured otherwise (`--max-engine-time-ahead-secs`): further
 /// is not a clock's skew but a wrong unit (microseconds sent as
 /// milliseconds), and would make every later report look older.
 pub const MAX_ENGINE_TIME_AHEAD: chrono::Duration = chrono::Duration::minutes(5);

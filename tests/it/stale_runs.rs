@@ -194,3 +194,34 @@ async fn a_reported_time_far_ahead_of_the_clock_is_refused_naming_the_field() {
     assert_eq!(finished["status"], "FINISHED", "{finished}");
     assert_eq!(part_ids(&kept), Some(vec![]), "the replace was published");
 }
+
+#[tokio::test]
+async fn how_far_ahead_an_engine_time_may_be_is_a_setting() {
+    let app = TestApp::spawn_with_settings(|s| s.max_engine_time_ahead_secs = 5).await;
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = app
+        .submit(
+            &json!({"name": "j", "mode": "batch", "hooks": [{"kind": "create_table_as",
+            "target": {"catalog": "mem", "table": "t"},
+            "table": {"columns": [{"name": "id", "type": "BIGINT"}]}}]}),
+        )
+        .await;
+    let report = |ahead_ms: i64| {
+        app.client
+            .put(app.url(&format!("/v1/jobs/{}/status", job.id)))
+            .json(&json!({"status": "CREATED", "timestamps": {"CREATED": now_ms() + ahead_ms}}))
+            .send()
+    };
+
+    let refused = crate::helpers::Reply::from(report(60_000).await.unwrap()).await;
+    let accepted = crate::helpers::Reply::from(report(1_000).await.unwrap()).await;
+
+    refused.assert_problem(422, "BODY_INVALID");
+    assert!(
+        refused.detail().contains("more than the 5 s"),
+        "{}",
+        refused.text
+    );
+    assert_eq!(accepted.status, 200, "{}", accepted.text);
+}
