@@ -170,10 +170,13 @@ enum Caller {
 }
 
 /// Whose request this is, for what is kept per caller (idempotency keys):
-/// the token's name, or empty when there are no tokens (or no valid one).
+/// the token's role and name, or empty when there are no tokens (or no
+/// valid one). The role is part of it, so an answer kept for a role is
+/// never replayed to the same name once its role changed: the request runs
+/// again, through the role check.
 pub fn caller_name(extensions: &axum::http::Extensions) -> String {
     match extensions.get::<Caller>() {
-        Some(Caller::Token { name, .. }) => name.clone(),
+        Some(Caller::Token { name, role }) => format!("{}/{name}", role.as_str()),
         _ => String::new(),
     }
 }

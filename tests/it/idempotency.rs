@@ -130,3 +130,30 @@ async fn a_key_claimed_by_a_process_that_died_is_free_again_within_seconds() {
     running.assert_problem(422, "IDEMPOTENCY_KEY_REUSED");
     assert_eq!(job_count(&app).await, 1);
 }
+
+#[tokio::test]
+async fn an_answer_kept_for_a_role_is_not_replayed_once_the_role_was_lowered() {
+    use ctasd::api::auth::{Role, generate};
+    use secrecy::{ExposeSecret, SecretString};
+    let (token, line) = generate("ci", Role::Operator);
+    let app =
+        TestApp::spawn_with_settings(|s| s.tokens = Some(SecretString::from(line.clone()))).await;
+    let app = app.authorized(token.expose_secret());
+    let body = json!({"name": "mem", "options": {"type": "generic_in_memory"}});
+    let first = post_with_key(&app, "/v1/catalogs", "register-mem", &body).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+
+    // The same token, its role lowered to reader.
+    let lowered = line.replace(":operator:", ":reader:");
+    assert_ne!(lowered, line);
+    let app = app
+        .stop_keeping_store()
+        .await
+        .start_again_with(|s| s.tokens = Some(SecretString::from(lowered)))
+        .await
+        .authorized(token.expose_secret());
+    let again = post_with_key(&app, "/v1/catalogs", "register-mem", &body).await;
+
+    again.assert_problem(403, "FORBIDDEN");
+    assert!(again.headers.get("idempotent-replayed").is_none());
+}

@@ -207,7 +207,13 @@ impl StoppedApp {
     }
 
     pub async fn start_again(self) -> TestApp {
+        self.start_again_with(|_| {}).await
+    }
+
+    /// Starts it again with `adjust`ed settings (other tokens, say).
+    pub async fn start_again_with(self, adjust: impl FnOnce(&mut ServeSettings)) -> TestApp {
         let mut settings = self.settings;
+        adjust(&mut settings);
         settings.listen = "127.0.0.1:0".parse().unwrap();
         TestApp::start(settings, self.temp).await
     }
