@@ -24,10 +24,6 @@ impl Installation {
         Self(String::new())
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// `text` with this installation named after it, as markers carry it.
     pub fn mark(&self, text: &str) -> String {
         if self.0.is_empty() {
