@@ -50,6 +50,7 @@ impl CatalogFactory for MemoryCatalogFactory {
             state: RwLock::new(State {
                 databases,
                 staged: BTreeMap::new(),
+                published_from: BTreeMap::new(),
             }),
         }))
     }
@@ -60,11 +61,13 @@ pub struct MemoryCatalog {
     state: RwLock<State>,
 }
 
-/// Visible tables by database, and staged (invisible) tables by staging
-/// key, with the attempt that staged them.
+/// Visible tables by database, staged (invisible) tables by staging key
+/// with the attempt that staged them, and the staging key each published
+/// table came from (its mark, as a real system's table carries it).
 struct State {
     databases: BTreeMap<String, BTreeMap<String, TableInfo>>,
     staged: BTreeMap<String, (TableInfo, i64)>,
+    published_from: BTreeMap<(String, String), String>,
 }
 
 impl State {
@@ -142,6 +145,9 @@ impl Catalog for MemoryCatalog {
             (false, _) => CreateOutcome::Created,
         };
         tables.insert(staging.table.clone(), defined_table(staging));
+        state
+            .published_from
+            .remove(&(staging.database.clone(), staging.table.clone()));
         Ok(outcome)
     }
 
@@ -175,7 +181,16 @@ impl Catalog for MemoryCatalog {
                 exists,
                 publish,
             ) {
-                (false, true, _) => Ok(CommitOutcome::AlreadyCommitted),
+                (false, true, _) => {
+                    let place = (staging.database.clone(), staging.table.clone());
+                    if state.published_from.get(&place).map(String::as_str)
+                        == Some(staging.key.as_str())
+                    {
+                        Ok(CommitOutcome::AlreadyCommitted)
+                    } else {
+                        Err(table_exists_error(staging))
+                    }
+                }
                 (false, false, _) => Err(staging_missing(staging)),
                 (true, true, Publish::Create) => Err(table_exists_error(staging)),
                 (true, false, Publish::Replace) => Err(table_not_found(staging)),
@@ -191,6 +206,10 @@ impl Catalog for MemoryCatalog {
                 && let Ok(tables) = state.tables_mut(&staging.database)
             {
                 tables.insert(staging.table.clone(), table);
+                let place = (staging.database.clone(), staging.table.clone());
+                state
+                    .published_from
+                    .insert(place, staging.key.as_str().to_owned());
             }
         }
         outcomes

@@ -205,6 +205,12 @@ pub enum ActionResult {
     Failed {
         error: String,
     },
+    /// Failed, and its staging discarded (a conflict at commit): never run
+    /// again, since a commit with no staging has nothing of its own to
+    /// publish.
+    Discarded {
+        error: String,
+    },
 }
 
 /// Where everything ctasd had to do for a job stands.
@@ -248,10 +254,13 @@ pub enum ActionOutcome {
     Superseded,
     /// Failed because an operator gave up on it.
     GivenUp,
+    /// `commit` failed by a conflict at its target, and its staging was
+    /// discarded: there is nothing left to publish.
+    Discarded,
 }
 
 impl ActionOutcome {
-    pub const ALL: [ActionOutcome; 12] = [
+    pub const ALL: [ActionOutcome; 13] = [
         ActionOutcome::Staged,
         ActionOutcome::AlreadyStaged,
         ActionOutcome::Restaged,
@@ -264,6 +273,7 @@ impl ActionOutcome {
         ActionOutcome::Aborted,
         ActionOutcome::Superseded,
         ActionOutcome::GivenUp,
+        ActionOutcome::Discarded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -280,6 +290,7 @@ impl ActionOutcome {
             ActionOutcome::Aborted => "aborted",
             ActionOutcome::Superseded => "superseded",
             ActionOutcome::GivenUp => "given_up",
+            ActionOutcome::Discarded => "discarded",
         }
     }
 
@@ -334,6 +345,11 @@ pub enum DecisionError {
     Running(i64),
     #[error("action {0} was followed by a later action of its hook; retrying it would undo that")]
     Overtaken(i64),
+    #[error(
+        "action {0} is a commit whose staging was discarded after a conflict at its target; \
+         there is nothing left to publish, so it cannot be retried: run the job again"
+    )]
+    StagingGone(i64),
 }
 
 /// What an operator's decision does to an action, given where it stands:
@@ -351,6 +367,9 @@ pub fn decide(
     }
     if decision == Decision::Retry && later_of_hook {
         return Err(DecisionError::Overtaken(action.id));
+    }
+    if decision == Decision::Retry && action.outcome == Some(ActionOutcome::Discarded) {
+        return Err(DecisionError::StagingGone(action.id));
     }
     Ok(())
 }

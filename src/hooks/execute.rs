@@ -57,6 +57,9 @@ fn kept(job: &JobRecord, result: ActionResult) -> ActionResult {
         ActionResult::Failed { error } => ActionResult::Failed {
             error: job.outside_text(&error),
         },
+        ActionResult::Discarded { error } => ActionResult::Discarded {
+            error: job.outside_text(&error),
+        },
         done => done,
     }
 }
@@ -138,7 +141,7 @@ impl HookRunner {
         let counted = match result {
             ActionResult::Done { outcome } => outcome.as_str(),
             ActionResult::Retry { .. } => "retry",
-            ActionResult::Failed { .. } => "failed",
+            ActionResult::Failed { .. } | ActionResult::Discarded { .. } => "failed",
         };
         self.metrics
             .actions
@@ -151,7 +154,7 @@ impl HookRunner {
             ActionResult::Retry { error, .. } => {
                 tracing::warn!(job = %job.id, hook, action = kind, %error, "hook action will be retried")
             }
-            ActionResult::Failed { error } => {
+            ActionResult::Failed { error } | ActionResult::Discarded { error } => {
                 tracing::warn!(job = %job.id, hook, action = kind, %error, "hook action failed")
             }
         }
@@ -253,7 +256,7 @@ impl HookRunner {
                     | CatalogError::TableNotFound { .. }
                     | CatalogError::NotOwned { .. }),
                 ) => match catalog.abort(staging).await {
-                    Ok(()) => ActionResult::Failed {
+                    Ok(()) => ActionResult::Discarded {
                         error: format!("conflict at commit: {conflict}; staging discarded"),
                     },
                     // The staging itself is not ctasd's: it is left alone.

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use crate::catalog::LiveCatalogs;
 use crate::domain::hook::JobRecord;
 use crate::domain::job::JobId;
-use crate::domain::ledger::{ActionRecord, ActionResult, ActionState};
+use crate::domain::ledger::{ActionOutcome, ActionRecord, ActionResult, ActionState};
 use crate::store::{Store, StoreError};
 
 /// How long a claimed action is reserved for its runner without renewal:
@@ -246,6 +246,11 @@ fn note_results(record: &mut JobRecord, results: &[Recorded]) {
             ActionResult::Retry { error, .. } => action.last_error = Some(error.clone()),
             ActionResult::Failed { error } => {
                 action.state = ActionState::Failed;
+                action.last_error = Some(error.clone());
+            }
+            ActionResult::Discarded { error } => {
+                action.state = ActionState::Failed;
+                action.outcome = Some(ActionOutcome::Discarded);
                 action.last_error = Some(error.clone());
             }
         }

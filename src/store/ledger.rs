@@ -342,6 +342,13 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(id)
             .text(error)
             .time(now),
+            ActionResult::Discarded { error } => Query::new(
+                "UPDATE actions SET state = 'failed', outcome = 'discarded', last_error = $2, \
+                 lease_until = NULL, updated_at = $3 WHERE id = $1",
+            )
+            .int(id)
+            .text(error)
+            .time(now),
         };
         self.pool()
             .execute(query)

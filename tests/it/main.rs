@@ -26,6 +26,7 @@ mod masking;
 mod openapi;
 mod outage;
 mod outside_text;
+mod ownership;
 mod parsers;
 mod preconditions;
 mod queries;

@@ -72,6 +72,16 @@ pub enum World {
 }
 
 impl World {
+    /// The system's name, for messages.
+    pub fn label(&self) -> &'static str {
+        match self {
+            World::Postgres(_) => "PostgreSQL",
+            World::Mysql(_) => "MariaDB",
+            World::Sqlite(_) => "SQLite",
+            World::Files(_) => "filesystem",
+        }
+    }
+
     pub fn staging_name(&self, staging: &Staging) -> String {
         match self {
             World::Files(_) => format!("_ctasd_stg_{}", staging.key.as_str()),
@@ -179,7 +189,9 @@ impl World {
         }
     }
 
-    /// Every table (or table directory) in the database, hidden ones too, by name.
+    /// Every table (or table directory) in the database, hidden ones too, by
+    /// name; but MySQL's publication log, the one table ctasd keeps there
+    /// for good once it has published.
     pub async fn tables(&self) -> Vec<String> {
         let mut names: Vec<String> = match self {
             World::Postgres(pg) => sqlx::query_scalar(
@@ -210,6 +222,7 @@ impl World {
                 .map(|e| e.unwrap().file_name().into_string().unwrap())
                 .collect(),
         };
+        names.retain(|name| name != "__ctasd_published");
         names.sort();
         names
     }
@@ -635,5 +648,45 @@ async fn hooks_on_one_database_publish_all_together_or_not_at_all() {
         );
         assert_eq!(world.ids("first").await, Some(vec![1]));
         assert_eq!(world.ids("third").await, Some(vec![]));
+    }
+}
+
+#[tokio::test]
+async fn a_table_published_from_another_jobs_staging_is_not_taken_for_this_ones() {
+    for (world, catalog, database) in worlds().await {
+        let theirs = staging(&database, "orders");
+        catalog.begin(&theirs, 1).await.unwrap();
+        world.insert(&world.staging_name(&theirs), &[4]).await;
+        let published = commit_one(catalog.as_ref(), &theirs, Publish::Create).await;
+        assert_eq!(published.unwrap(), CommitOutcome::Committed);
+
+        // Another job's commit, with no staging of its own, finds the table
+        // there: it is not this job's, whatever the kind.
+        let ours = staging(&database, "orders");
+        for publish in [Publish::Create, Publish::Replace] {
+            let claimed = commit_one(catalog.as_ref(), &ours, publish).await;
+            assert!(
+                matches!(
+                    claimed,
+                    Err(CatalogError::NotOwned { .. } | CatalogError::StagingMissing { .. })
+                ),
+                "{} {publish:?}: {claimed:?}",
+                world.label()
+            );
+        }
+        assert_eq!(
+            world.ids("orders").await,
+            Some(vec![4]),
+            "{}",
+            world.label()
+        );
+        // The job that published it still finds it its own.
+        let again = commit_one(catalog.as_ref(), &theirs, Publish::Create).await;
+        assert_eq!(
+            again.unwrap(),
+            CommitOutcome::AlreadyCommitted,
+            "{}",
+            world.label()
+        );
     }
 }

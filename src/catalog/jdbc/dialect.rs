@@ -10,6 +10,7 @@
 use std::fmt::Write;
 
 use crate::catalog::installation::Installation;
+use crate::domain::staging::StagingKey;
 use crate::domain::table::{ColumnDefinition, TableDefinition};
 use crate::domain::types::DataType;
 
@@ -28,11 +29,9 @@ pub struct Shape<'a> {
     /// The primary key constraint's name (a staging's own, on systems where
     /// the name must be unique beyond the table).
     pub key_name: Option<&'a str>,
-    /// The attempt marker of a staging; `None` for a published table,
-    /// which carries the declared table comment instead.
-    pub attempt: Option<i64>,
-    /// Named in the marker.
-    pub installation: &'a Installation,
+    /// A staging's marker, as [`staging_marker`] writes it; `None` for a
+    /// published table, which carries the declared table comment instead.
+    pub marker: Option<&'a str>,
 }
 
 /// One staging to publish as its target.
@@ -50,6 +49,12 @@ pub struct Publication<'a> {
     /// declared one.
     pub staging_key_name: Option<&'a str>,
     pub definition: &'a TableDefinition,
+    /// The target's own name, unquoted, and the staging's marker: what the
+    /// publication log records where a table keeps no marker of its own.
+    pub table: &'a str,
+    pub marker: &'a str,
+    /// The database's publication log, as DDL names it.
+    pub log: &'a str,
 }
 
 /// One SQL system's text. Names passed in are unquoted; every name in a
@@ -160,6 +165,37 @@ pub trait Dialect: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Statements that leave a staging's marker where publication keeps it
+    /// (the table's comment gives way to the declared one): PostgreSQL's
+    /// comment on the table's row type. Elsewhere the marker lasts as it
+    /// is (SQLite's DDL text) or until the declared comment is set (MySQL).
+    fn lasting_mark(&self, _name: &str, _marker: &str) -> Result<Vec<String>, DialectError> {
+        Ok(Vec::new())
+    }
+
+    /// Whether a published table keeps no marker of its own (MySQL: its
+    /// comment becomes the declared one, and nothing else on a table lasts
+    /// through that), so publication records the staging's marker in the
+    /// database's publication log instead, after the rename.
+    fn logs_publications(&self) -> bool {
+        false
+    }
+
+    /// The publication log's creation, for a dialect that keeps one.
+    fn publication_log_ddl(&self, _log: &str, _note: &str) -> Result<Option<String>, DialectError> {
+        Ok(None)
+    }
+
+    /// The statement that records `marker` as `table`'s in the log.
+    fn log_publication(
+        &self,
+        _log: &str,
+        _table: &str,
+        _marker: &str,
+    ) -> Result<Option<String>, DialectError> {
+        Ok(None)
+    }
+
     /// Sets a table's comment, or its staging marker, on an existing table;
     /// `None` where the system cannot (SQLite).
     fn set_comment(
@@ -211,15 +247,15 @@ pub trait Dialect: Send + Sync {
             )
             .expect("writing to a String");
         }
-        let marker = shape
-            .attempt
-            .map(|attempt| shape.installation.mark(&attempt_marker(attempt)));
-        sql.push_str(&self.inner_suffix(marker.as_deref()));
+        sql.push_str(&self.inner_suffix(shape.marker));
         sql.push(')');
-        let comment = marker.as_deref().or(table.comment.as_deref());
+        let comment = shape.marker.or(table.comment.as_deref());
         sql.push_str(&self.table_suffix(comment)?);
         let mut statements = vec![sql];
         statements.extend(self.after_create(name, table, comment)?);
+        if let Some(marker) = shape.marker {
+            statements.extend(self.lasting_mark(name, marker)?);
+        }
         Ok(statements)
     }
 
@@ -361,19 +397,36 @@ impl NameKind {
 impl Shape<'_> {
     /// A table as published: its declared key name and comment.
     pub fn published() -> Self {
-        static NONE: Installation = Installation::none();
         Shape {
             key_name: None,
-            attempt: None,
-            installation: &NONE,
+            marker: None,
         }
     }
 }
 
-/// The comment a staging carries: the begin action that made it, so a
-/// repeated begin knows whether the staging is already this attempt's.
-pub fn attempt_marker(attempt: i64) -> String {
-    format!("ctasd staging, attempt {attempt}")
+/// The marker a staging carries: the begin action that made it, so a
+/// repeated begin knows whether the staging is already this attempt's; the
+/// staging it is, so a published table still marked proves which job's
+/// staging it was; and the installation that wrote it.
+pub fn staging_marker(attempt: i64, key: &StagingKey, installation: &Installation) -> String {
+    installation.mark(&format!(
+        "ctasd staging, attempt {attempt}, {FOR}{}",
+        key.as_str()
+    ))
+}
+
+/// What precedes the staging key in a marker.
+const FOR: &str = "for ";
+
+/// The staging key a marker names, if it names one (markers written
+/// before they named one do not).
+pub fn marked_key(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once("ctasd staging, attempt ")?;
+    let (_, rest) = rest.split_once(&format!(", {FOR}"))?;
+    let end = rest
+        .find(|c: char| !(c.is_ascii_hexdigit() || c == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
 }
 
 /// The attempt named in a staging's comment or DDL text, if any.
@@ -427,7 +480,20 @@ mod tests {
 
     #[test]
     fn attempt_markers_read_back_from_comments_and_ddl_text() {
-        assert_eq!(parse_attempt_marker(&attempt_marker(42)), Some(42));
+        let key = StagingKey::new("0123456789abcdef0123456789abcdef", 2).unwrap();
+        let marker = staging_marker(42, &key, &Installation::new("ab12"));
+        assert_eq!(parse_attempt_marker(&marker), Some(42));
+        assert_eq!(marked_key(&marker), Some(key.as_str()));
+        assert_eq!(Installation::new("ab12").check(&marker), Ok(()));
+        assert_eq!(
+            marked_key(&format!("CREATE TABLE \"t\" (\"a\" INT /* {marker} */)")),
+            Some(key.as_str())
+        );
+        assert_eq!(
+            marked_key("ctasd staging, attempt 7"),
+            None,
+            "written before keys"
+        );
         assert_eq!(
             parse_attempt_marker("CREATE TABLE \"t\" (\"a\" INT /* ctasd staging, attempt 7 */)"),
             Some(7)

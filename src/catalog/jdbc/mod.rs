@@ -43,6 +43,12 @@ pub use dialect::{Dialect, DialectError, NameKind, Publication, Shape};
 /// Tables ctasd makes for itself start with this; browsing hides them.
 const HIDDEN_PREFIX: &str = "__ctasd_";
 
+/// Where a system whose published tables keep no marker (MySQL) records
+/// which staging each table of the database was published from, with the
+/// comment that proves the log is ctasd's.
+const PUBLICATION_LOG: &str = "__ctasd_published";
+const LOG_NOTE: &str = "ctasd publication log: the staging each table here was published from";
+
 /// How long opening a connection may take before the catalog is reported unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -454,6 +460,25 @@ pub(crate) trait Server: Send + Sync {
     /// The text that may hold a staging's marker (its comment, or its DDL
     /// on SQLite); `None` when the table does not exist.
     async fn table_note(&self, database: &str, table: &str) -> Result<Option<String>, sqlx::Error>;
+    /// The text that keeps a staging's marker once it is published
+    /// ([`Dialect::lasting_mark`]); `None` when the table does not exist.
+    async fn lasting_mark(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Option<String>, sqlx::Error> {
+        self.table_note(database, table).await
+    }
+    /// The marker the publication log `log` (as DDL names it) holds for
+    /// `table`, where the dialect keeps a log and the log is ctasd's.
+    async fn logged_publication(
+        &self,
+        _database: &str,
+        _log: &str,
+        _table: &str,
+    ) -> Result<Option<String>, sqlx::Error> {
+        Ok(None)
+    }
     /// [`Server::table_note`] of each of `tables`, in one round trip where
     /// the system can.
     async fn table_notes(
@@ -543,6 +568,8 @@ struct PublishNames<'a> {
     /// The staging's own primary key name, unquoted.
     key: String,
     replace: bool,
+    /// The staging's marker, as read before the publication.
+    marker: String,
 }
 
 fn staging_table(staging: &Staging) -> String {
@@ -583,6 +610,81 @@ impl JdbcCatalog {
             })?;
         Ok(attempt)
     }
+
+    /// Whether the target of `staging`, found with no staging beside it,
+    /// is the table this staging became: it carries the staging's marker
+    /// (PostgreSQL on the table's row type, SQLite in its DDL, MySQL until
+    /// the declared comment is set) naming this staging and installation.
+    /// Anything else at the target is someone else's table, and a commit
+    /// never reports it as its own.
+    async fn prove_published(&self, staging: &Staging, log: &str) -> Result<String, CatalogError> {
+        let database = &staging.database;
+        let ours = |mark: &str| {
+            dialect::marked_key(mark) == Some(staging.key.as_str())
+                && self.installation.check(mark).is_ok()
+        };
+        let mark = self
+            .server
+            .lasting_mark(database, &staging.table)
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        if let Some(mark) = mark.filter(|m| ours(m)) {
+            return Ok(mark);
+        }
+        if self.dialect().logs_publications() {
+            let logged = self
+                .server
+                .logged_publication(database, log, &staging.table)
+                .await
+                .map_err(|e| self.failed(database, e))?;
+            if let Some(mark) = logged.filter(|m| ours(m)) {
+                return Ok(mark);
+            }
+        }
+        Err(CatalogError::NotOwned {
+            database: database.clone(),
+            table: staging.table.clone(),
+            reason: "the staging is gone and the table there carries no marker of this job's \
+                     staging: ctasd cannot prove it published it, and does not report it as \
+                     committed"
+                .into(),
+        })
+    }
+}
+
+impl JdbcCatalog {
+    /// Creates the database's publication log where the dialect keeps one,
+    /// and proves a table at its name is ctasd's log before anything is
+    /// written to it.
+    async fn ensure_publication_log(&self, database: &str, log: &str) -> Result<(), CatalogError> {
+        let note = self
+            .server
+            .table_note(database, PUBLICATION_LOG)
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        match note.as_deref() {
+            Some(LOG_NOTE) => Ok(()),
+            Some(_) => Err(CatalogError::NotOwned {
+                database: database.to_owned(),
+                table: PUBLICATION_LOG.to_owned(),
+                reason: "it stands at the name of ctasd's publication log without the log's \
+                         comment: ctasd did not create it, and writes nothing to it"
+                    .into(),
+            }),
+            None => {
+                let create = self
+                    .dialect()
+                    .publication_log_ddl(log, LOG_NOTE)
+                    .map_err(Self::unsupported)?;
+                self.run(database, &Vec::from_iter(create)).await
+            }
+        }
+    }
+}
+
+/// The staging key a dry run's probe table is marked with.
+fn probe_staging_key() -> crate::domain::StagingKey {
+    crate::domain::StagingKey::new(&"0".repeat(32), 0).expect("32 hex digits")
 }
 
 /// A table at a staging's name without ctasd's marker, which ctasd writes
@@ -770,13 +872,13 @@ impl JdbcCatalog {
         attempt: i64,
     ) -> Result<Vec<String>, CatalogError> {
         let key_name = staging_key_name(staging);
+        let marker = dialect::staging_marker(attempt, &staging.key, &self.installation);
         let shape = Shape {
             key_name: self
                 .dialect()
                 .stages_key_name()
                 .then_some(key_name.as_str()),
-            attempt: Some(attempt),
-            installation: &self.installation,
+            marker: Some(&marker),
         };
         self.dialect()
             .create_table(name, &staging.definition, shape)
@@ -818,6 +920,10 @@ impl JdbcCatalog {
         batch: &[(Staging, Publish)],
     ) -> Result<Vec<CommitOutcome>, CatalogError> {
         self.ensure_database(database).await?;
+        let log = self.name_of(database, PUBLICATION_LOG)?;
+        if self.dialect().logs_publications() {
+            self.ensure_publication_log(database, &log).await?;
+        }
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut names = Vec::new();
         for (staging, publish) in batch {
@@ -834,8 +940,10 @@ impl JdbcCatalog {
             match (staged_exists, target_exists, publish) {
                 (false, true, _) => {
                     // Published already, perhaps by a run that crashed
-                    // before it could record so.
-                    self.finish_published(staging).await?;
+                    // before it could record so: only if the table still
+                    // carries this staging's marker, else it is another's.
+                    let marker = self.prove_published(staging, &log).await?;
+                    self.finish_published(staging, &log, &marker).await?;
                     outcomes.push(CommitOutcome::AlreadyCommitted);
                     continue;
                 }
@@ -855,6 +963,7 @@ impl JdbcCatalog {
                 parked: self.name_of(database, &parked_table(staging))?,
                 key: staging_key_name(staging),
                 replace: *publish == Publish::Replace,
+                marker: notes[0].clone().unwrap_or_default(),
             });
             outcomes.push(CommitOutcome::Committed);
         }
@@ -868,6 +977,7 @@ impl JdbcCatalog {
                      parked,
                      key,
                      replace,
+                     marker,
                  }| Publication {
                     staging: staged,
                     target,
@@ -875,6 +985,9 @@ impl JdbcCatalog {
                     parked,
                     staging_key_name: self.dialect().stages_key_name().then_some(key.as_str()),
                     definition: &staging.definition,
+                    table: &staging.table,
+                    marker,
+                    log: &log,
                 },
             )
             .collect();
@@ -970,7 +1083,12 @@ impl JdbcCatalog {
 
     /// What a publication cut short by a crash may have left: a parked
     /// table (MySQL drops it after the rename) and the declared comment.
-    async fn finish_published(&self, staging: &Staging) -> Result<(), CatalogError> {
+    async fn finish_published(
+        &self,
+        staging: &Staging,
+        log: &str,
+        marker: &str,
+    ) -> Result<(), CatalogError> {
         if self.dialect().transactional_ddl() {
             return Ok(());
         }
@@ -979,6 +1097,11 @@ impl JdbcCatalog {
             "DROP TABLE IF EXISTS {}",
             self.name_of(database, &parked_table(staging))?
         )];
+        statements.extend(
+            self.dialect()
+                .log_publication(log, &staging.table, marker)
+                .map_err(Self::unsupported)?,
+        );
         statements.extend(
             self.dialect()
                 .set_comment(
@@ -1196,10 +1319,10 @@ impl Catalog for JdbcCatalog {
         // table of this definition is created under a unique name and
         // taken back, unless the same definition passed a moment ago.
         let probe_ddl = |probe: &str, probe_key: &str| {
+            let marker = dialect::staging_marker(0, &probe_staging_key(), &self.installation);
             let shape = Shape {
                 key_name: dialect.stages_key_name().then_some(probe_key),
-                attempt: Some(0),
-                installation: &self.installation,
+                marker: Some(&marker),
             };
             dialect
                 .create_table(&self.name_of(database, probe)?, definition, shape)

@@ -195,6 +195,35 @@ impl Dialect for MySql {
 
     /// One `RENAME TABLE` for every hook of the batch (atomic), then the
     /// parked tables dropped and the declared comments set.
+    fn logs_publications(&self) -> bool {
+        true
+    }
+
+    fn publication_log_ddl(&self, log: &str, note: &str) -> Result<Option<String>, DialectError> {
+        Ok(Some(format!(
+            "CREATE TABLE IF NOT EXISTS {log} (table_name VARCHAR(64) NOT NULL PRIMARY KEY, \
+             marker VARCHAR(1024) NOT NULL) COMMENT = {}",
+            self.literal(note)?
+        )))
+    }
+
+    fn log_publication(
+        &self,
+        log: &str,
+        table: &str,
+        marker: &str,
+    ) -> Result<Option<String>, DialectError> {
+        Ok(Some(format!(
+            "REPLACE INTO {log} (table_name, marker) VALUES ({}, {})",
+            self.literal(table)?,
+            self.literal(marker)?
+        )))
+    }
+
+    /// The renames in one statement; then, each step atomic on its own and
+    /// each state proving whose the target is: the marker logged (the
+    /// target's comment is still the staging's marker until then), the
+    /// declared comment set.
     fn publish(&self, items: &[Publication]) -> Result<Vec<String>, DialectError> {
         let mut renames = Vec::new();
         for item in items {
@@ -208,6 +237,7 @@ impl Dialect for MySql {
             statements.push(format!("DROP TABLE {}", item.parked));
         }
         for item in items {
+            statements.extend(self.log_publication(item.log, item.table, item.marker)?);
             statements.extend(self.set_comment(item.target, item.definition.comment.as_deref())?);
         }
         Ok(statements)
@@ -402,6 +432,20 @@ impl Server for MySqlServer {
              WHERE table_schema = ? AND table_name = ? AND table_type = 'BASE TABLE'",
         )
         .bind(database)
+        .bind(table)
+        .fetch_optional(self.pool().await)
+        .await
+    }
+
+    async fn logged_publication(
+        &self,
+        _database: &str,
+        log: &str,
+        table: &str,
+    ) -> Result<Option<String>, sqlx::Error> {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(marker AS CHAR) FROM {log} WHERE table_name = ?"
+        )))
         .bind(table)
         .fetch_optional(self.pool().await)
         .await

@@ -118,6 +118,16 @@ impl Dialect for Postgres {
         Ok(format!("E'{}'", backslash_escaped(text)?))
     }
 
+    /// The row type every table has keeps its comment through renames and
+    /// is not the table's comment, which publication sets to the declared
+    /// one.
+    fn lasting_mark(&self, name: &str, marker: &str) -> Result<Vec<String>, DialectError> {
+        Ok(vec![format!(
+            "COMMENT ON TYPE {name} IS {}",
+            self.literal(marker)?
+        )])
+    }
+
     fn set_comment(
         &self,
         name: &str,
@@ -271,6 +281,22 @@ impl Server for PostgresServer {
                     .map(|(_, note)| note.clone().unwrap_or_default())
             })
             .collect())
+    }
+
+    async fn lasting_mark(
+        &self,
+        database: &str,
+        table: &str,
+    ) -> Result<Option<String>, sqlx::Error> {
+        let found: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT obj_description(c.reltype, 'pg_type') FROM pg_class c \
+             WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace \
+               AND c.relkind IN ('r', 'p')",
+        )
+        .bind(table)
+        .fetch_optional(&self.pool(database).await)
+        .await?;
+        Ok(found.map(Option::unwrap_or_default))
     }
 
     async fn holds_store(&self, database: &str, marker_table: &str) -> Result<bool, sqlx::Error> {

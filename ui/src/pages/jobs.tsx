@@ -318,9 +318,11 @@ function Actions({ job, onSettled }: { job: Job; onSettled: () => Promise<void> 
           </thead>
           <tbody>
             {job.actions.map((a) => {
-              // As ctasd decides: not done, not running, not followed by a later action of its hook.
+              // As ctasd decides: not done, not running, not followed by a later action of its hook;
+              // a commit whose staging was discarded has nothing left to publish, so no retry.
               const overtaken = job.actions.some((later) => later.hook === a.hook && later.id > a.id);
               const stuck = a.state !== "done" && !a.in_progress && !overtaken;
+              const retryable = stuck && a.outcome !== "discarded";
               return (
                 <tr key={a.id} data-action={a.id}>
                   <td>{a.id}</td>
@@ -335,8 +337,12 @@ function Actions({ job, onSettled }: { job: Job; onSettled: () => Promise<void> 
                     <td class="nowrap">
                       {stuck && (
                         <>
-                          <button type="button" class="button small" disabled={busy === a.id} onClick={() => void settle(a.id, "retry")}
-                            aria-label={`Retry action ${a.id}`}>Retry</button>{" "}
+                          {retryable && (
+                            <>
+                              <button type="button" class="button small" disabled={busy === a.id} onClick={() => void settle(a.id, "retry")}
+                                aria-label={`Retry action ${a.id}`}>Retry</button>{" "}
+                            </>
+                          )}
                           <button type="button" class="button small danger" disabled={busy === a.id} onClick={() => void settle(a.id, "give-up")}
                             aria-label={`Give up action ${a.id}`}>Give up</button>
                         </>
