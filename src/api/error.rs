@@ -83,6 +83,7 @@ pub enum ProblemCode {
     IdempotencyKeyInvalid,
     IdempotencyKeyReused,
     IdempotencyKeyInUse,
+    IdempotentAnswerUnreadable,
     EngineJobIdTaken,
     JobWatched,
     EngineNotFound,
@@ -114,7 +115,7 @@ impl ProblemCode {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            IdempotencyKeyInUse => StatusCode::CONFLICT,
+            IdempotencyKeyInUse | IdempotentAnswerUnreadable => StatusCode::CONFLICT,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
             | TableNotOwned | StagingMissing | JobExists | TransitionIllegal | StaleRun
@@ -208,6 +209,7 @@ impl ProblemCode {
             IdempotencyKeyInvalid => "Invalid idempotency key",
             IdempotencyKeyReused => "Idempotency key used for another request",
             IdempotencyKeyInUse => "Idempotency key in use",
+            IdempotentAnswerUnreadable => "Idempotent answer unreadable",
             EngineJobIdTaken => "Engine job id taken",
             JobWatched => "Job watched by its engine",
             EngineNotFound => "Engine not found",

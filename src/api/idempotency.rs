@@ -82,6 +82,15 @@ async fn keep_first_answer(
             let detail = format!("a request with Idempotency-Key '{key}' is running; retry later");
             return Err(ApiError::new(ProblemCode::IdempotencyKeyInUse, detail).into_response());
         }
+        KeyClaim::Unreadable(why) => {
+            let detail = format!(
+                "the answer kept for Idempotency-Key '{key}' cannot be read ({why}); check \
+                 whether the first request took effect, then use a new key"
+            );
+            return Err(
+                ApiError::new(ProblemCode::IdempotentAnswerUnreadable, detail).into_response(),
+            );
+        }
         KeyClaim::Mismatch => {
             let detail = format!("Idempotency-Key '{key}' was used for a different request");
             return Err(ApiError::new(ProblemCode::IdempotencyKeyReused, detail).into_response());

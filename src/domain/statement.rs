@@ -127,12 +127,15 @@ struct Token {
 }
 
 impl Token {
-    /// The token as an error names it, at most [`SHOWN_CHARS`] long.
+    /// The token as an error names it, at most [`SHOWN_CHARS`] long. A
+    /// string literal is named, never quoted: it may be an option's value,
+    /// such as a password, and an error is answered, logged and may be kept
+    /// with an `Idempotency-Key`; its line and column say which one.
     fn shown(&self) -> String {
         let text = match &self.kind {
             Kind::Word(w) => w.to_ascii_uppercase(),
             Kind::Quoted(q) => quote_identifier(q),
-            Kind::Literal(l) => quote_literal(l),
+            Kind::Literal(_) => return "a string literal".to_owned(),
             Kind::Symbol(c) => c.to_string(),
             Kind::End => "<EOF>".to_owned(),
         };
@@ -549,7 +552,7 @@ mod tests {
         assert_eq!((error.line, error.column), (3, 3));
         assert_eq!(
             error.to_string(),
-            "SQL parse failed. Encountered \"'x'\" at line 3, column 3.\n\
+            "SQL parse failed. Encountered a string literal at line 3, column 3.\n\
              Was expecting one of:\n    \")\" ...\n    \",\" ..."
         );
 
@@ -563,6 +566,10 @@ mod tests {
 
         let error = parse("SHOW CATALOGS extra").unwrap_err();
         assert!(error.to_string().contains("Was expecting:\n    <EOF> ..."));
+
+        let error = parse("CREATE CATALOG c WITH ('password' 'hunter2')").unwrap_err();
+        assert_eq!((error.line, error.column), (1, 35));
+        assert!(!error.to_string().contains("hunter2"), "{error}");
 
         let error = parse("CREATE CATALOG c WITH ('a' = '1', 'a' = '2')").unwrap_err();
         assert!(error.to_string().contains("Duplicate property key 'a'"));

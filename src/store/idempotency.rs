@@ -1,9 +1,12 @@
 //! Idempotency keys: the first answer to a POST, kept so that a retry of
 //! the same request gets it again instead of doing the work twice. Written
-//! once for both backends; expired keys are purged as new ones come.
+//! once for both backends; expired keys are purged as new ones come. An
+//! answer is kept sealed, like a secret: whatever it quotes (a statement's
+//! text, a target's words) is never in the store in plain text.
 
 use async_trait::async_trait;
 
+use super::secrets::is_sealed;
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{IdempotencyStore, StoreError};
 
@@ -27,6 +30,15 @@ pub enum KeyClaim {
     Mismatch,
     /// The key's first answer.
     Replay(StoredAnswer),
+    /// The key's first answer, which cannot be opened (why): sealed with a
+    /// key this server is no longer given, or damaged.
+    Unreadable(String),
+}
+
+/// What a kept answer's seal is bound to: its caller and key, so an answer
+/// cannot be moved to another key.
+fn sealed_for(caller: &str, key: &str) -> String {
+    format!("idempotent answer\0{caller}\0{key}")
 }
 
 /// Who used a key, with what, when (unix milliseconds).
@@ -99,15 +111,27 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
             None => KeyClaim::Running,
             Some(row) if row.request != key.request => KeyClaim::Mismatch,
             Some(KeyRow { status: None, .. }) => KeyClaim::Running,
-            Some(row) => KeyClaim::Replay(StoredAnswer {
-                status: row
-                    .status
-                    .and_then(|s| u16::try_from(s).ok())
-                    .unwrap_or(500),
-                content_type: row.content_type,
-                location: row.location,
-                body: row.body.unwrap_or_default(),
-            }),
+            Some(row) => {
+                let kept = row.body.unwrap_or_default();
+                let body = if is_sealed(&kept) {
+                    match self.keyring.open(&sealed_for(key.caller, key.key), &kept) {
+                        Ok(body) => body,
+                        Err(e) => return Ok(KeyClaim::Unreadable(e.to_string())),
+                    }
+                } else {
+                    // Kept before answers were sealed.
+                    kept
+                };
+                KeyClaim::Replay(StoredAnswer {
+                    status: row
+                        .status
+                        .and_then(|s| u16::try_from(s).ok())
+                        .unwrap_or(500),
+                    content_type: row.content_type,
+                    location: row.location,
+                    body,
+                })
+            }
         })
     }
 
@@ -139,6 +163,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
         key: &str,
         answer: Option<&StoredAnswer>,
     ) -> Result<(), StoreError> {
+        let sealed;
         let query = match answer {
             Some(answer) => Query::new(
                 "UPDATE idempotency_keys SET status = $3, content_type = $4, location = $5, \
@@ -149,7 +174,10 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
             .int(i64::from(answer.status))
             .opt_text(answer.content_type.as_deref())
             .opt_text(answer.location.as_deref())
-            .text(&answer.body),
+            .text({
+                sealed = self.keyring.seal(&sealed_for(caller, key), &answer.body);
+                &sealed
+            }),
             None => Query::new("DELETE FROM idempotency_keys WHERE caller = $1 AND key = $2")
                 .text(caller)
                 .text(key),

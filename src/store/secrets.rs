@@ -170,6 +170,12 @@ impl Keyring {
     }
 }
 
+/// Whether `text` is a value [`Keyring::seal`] wrote.
+pub fn is_sealed(text: &str) -> bool {
+    text.strip_prefix(FORMAT)
+        .is_some_and(|rest| rest.starts_with('.'))
+}
+
 /// A new key spec `k<date>-<random>:<base64>`.
 pub fn generate_key_spec() -> SecretString {
     let mut key = [0u8; 32];

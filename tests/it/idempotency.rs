@@ -157,3 +157,78 @@ async fn an_answer_kept_for_a_role_is_not_replayed_once_the_role_was_lowered() {
     again.assert_problem(403, "FORBIDDEN");
     assert!(again.headers.get("idempotent-replayed").is_none());
 }
+
+/// The `body` column of every kept answer, as the store file holds it.
+async fn kept_bodies(app: &TestApp) -> Vec<String> {
+    use sqlx::Connection;
+    let file = app.settings().store.data_dir.join("ctasd.db");
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display()))
+        .await
+        .unwrap();
+    let bodies = sqlx::query_scalar("SELECT body FROM idempotency_keys WHERE body IS NOT NULL")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    bodies
+}
+
+#[tokio::test]
+async fn a_kept_answer_is_sealed_and_a_syntax_error_never_quotes_a_value() {
+    let app = TestApp::spawn().await;
+    // A missing '=' after 'password': the parser meets the value next.
+    let statement = json!({"statement":
+        "CREATE CATALOG lite WITH ('type' = 'generic_in_memory', 'password' 'Hunter2-secret')"});
+
+    let first = post_with_key(&app, "/v1/statements", "stmt-1", &statement).await;
+    let again = post_with_key(&app, "/v1/statements", "stmt-1", &statement).await;
+
+    first.assert_problem(400, "STATEMENT_SYNTAX");
+    assert!(
+        first
+            .detail()
+            .contains("Encountered a string literal at line 1, column 68"),
+        "{}",
+        first.text
+    );
+    assert!(!first.text.contains("Hunter2-secret"), "{}", first.text);
+    assert_eq!(again.body, first.body, "the first answer, replayed");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    let bodies = kept_bodies(&app).await;
+    assert_eq!(bodies.len(), 1);
+    assert!(bodies[0].starts_with("v1."), "sealed: {}", bodies[0]);
+    assert!(!bodies[0].contains("STATEMENT_SYNTAX"), "{}", bodies[0]);
+    let file = std::fs::read(app.settings().store.data_dir.join("ctasd.db")).unwrap();
+    assert!(
+        !file.windows(14).any(|w| w == b"Hunter2-secret"),
+        "the store file holds no secret"
+    );
+}
+
+#[tokio::test]
+async fn a_kept_answer_sealed_with_a_key_no_longer_given_is_not_run_again() {
+    let app = TestApp::spawn().await;
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    let first = post_with_key(&app, "/v1/jobs", "job-1", &job("once")).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    {
+        use sqlx::Connection;
+        let file = app.settings().store.data_dir.join("ctasd.db");
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        // As if sealed under a key the server was since stopped being given.
+        sqlx::query("UPDATE idempotency_keys SET body = 'v1.k-retired.AAAA' WHERE key = 'job-1'")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+    }
+
+    let again = post_with_key(&app, "/v1/jobs", "job-1", &job("once")).await;
+
+    again.assert_problem(409, "IDEMPOTENT_ANSWER_UNREADABLE");
+    assert!(again.detail().contains("k-retired"), "{}", again.text);
+    assert_eq!(job_count(&app).await, 1, "the request did not run again");
+}

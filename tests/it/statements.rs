@@ -143,7 +143,7 @@ async fn a_syntax_error_points_at_line_and_column_and_changes_nothing() {
     assert!(
         reply
             .detail()
-            .contains("Encountered \"'x'\" at line 4, column 3"),
+            .contains("Encountered a string literal at line 4, column 3"),
         "{}",
         reply.detail()
     );
