@@ -1,11 +1,13 @@
 //! Start-up and shutdown.
 //!
-//! Start-up order: data directory → secret keys → store (connect, migrate) →
-//! catalog types → services → bind → serve. Registered catalogs are
-//! reopened in the background after binding, so one unreachable database
-//! never delays start.
+//! Start-up order: data directory → secret keys → tokens → bind (alive,
+//! not ready) → store (connect, migrate; tried again with backoff while it
+//! cannot be reached) → catalog types → services → ready. Registered
+//! catalogs are reopened in the background after that, so one unreachable
+//! database never delays start.
 
 mod connections;
+mod starting;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +30,15 @@ const RESUME_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Opens the store named by the settings, with its keyring. Does not migrate.
 pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Store>> {
+    let keyring = open_keyring(settings)?;
+    let store = store::connect(settings.database_url(), &settings.data_dir, keyring).await?;
+    Ok(store)
+}
+
+/// The data directory, made private, and the keys that seal the store's
+/// secrets: the key file there, created on first start, unless keys are
+/// given.
+fn open_keyring(settings: &StoreSettings) -> anyhow::Result<Arc<Keyring>> {
     create_private_dir(&settings.data_dir)?;
     let keyring = match &settings.secret_key {
         Some(spec) => Keyring::parse(spec)?,
@@ -46,13 +57,7 @@ pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Stor
             keyring
         }
     };
-    let store = store::connect(
-        settings.database_url(),
-        &settings.data_dir,
-        Arc::new(keyring),
-    )
-    .await?;
-    Ok(store)
+    Ok(Arc::new(keyring))
 }
 
 /// The data directory, created if missing, readable by this user only
@@ -95,6 +100,9 @@ pub async fn migrate(settings: &StoreSettings) -> anyhow::Result<()> {
     let store = open_store(settings).await?;
     store.migrate().await?;
     tracing::info!(store = %store.describe(), "migrations applied");
+    if let Some(missing) = reseal(store.as_ref()).await? {
+        anyhow::bail!("{missing}");
+    }
     Ok(())
 }
 
@@ -107,6 +115,7 @@ pub struct RunningServer {
     resumer: JoinHandle<()>,
     watcher: JoinHandle<()>,
     retention: Option<JoinHandle<()>>,
+    warm_up: JoinHandle<()>,
 }
 
 impl RunningServer {
@@ -121,21 +130,48 @@ impl RunningServer {
         if let Some(retention) = self.retention {
             let _ = retention.await;
         }
+        // Catalogs still being opened are let go: a stopped server holds
+        // nothing of its store (a SQLite store is free for the next one).
+        self.warm_up.abort();
+        let _ = self.warm_up.await;
     }
 }
 
-/// Prepares everything and starts serving; returns once the port is bound.
+/// Binds the port and serves at once (alive, not ready), reaches the
+/// store, prepares everything, and returns once the service itself serves.
 pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
-    let store = open_store(&settings.store).await?;
-    store.migrate().await?;
-    let released = store.release_orphaned_leases().await?;
-    if released > 0 {
-        tracing::info!(
-            released,
-            "resuming hook actions that a previous run had started"
-        );
-    }
+    let keyring = open_keyring(&settings.store)?;
     let tokens = Arc::new(load_tokens(&settings)?);
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "ctasd listening");
+    let waiting = starting::Waiting::default();
+    let (current_app, app) = watch::channel(waiting.router());
+    let limits = connections::ConnectionLimits {
+        max_connections: connections::connections_that_fit(settings.max_connections),
+        header_read_timeout: std::time::Duration::from_secs(settings.header_read_timeout_secs),
+        idle_timeout: std::time::Duration::from_secs(settings.idle_timeout_secs),
+        drain_timeout: settings.request_timeout() + std::time::Duration::from_secs(5),
+    };
+    let (shutdown, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(connections::serve(
+        listener,
+        starting::switchable(app),
+        limits,
+        async {
+            let _ = signal.await;
+        },
+    ));
+    let store = match starting::reach_store(&settings.store, keyring, &waiting).await {
+        Ok(store) => store,
+        Err(error) => {
+            let _ = shutdown.send(());
+            let _ = task.await;
+            return Err(error);
+        }
+    };
     let protected = Arc::new(protected_paths(&settings, store.as_ref())?);
     let installation = Installation::new(store.installation().await?);
     let catalogs = Arc::new(LiveCatalogs::new(crate::catalog::builtin::registry(
@@ -151,19 +187,17 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     if let Some(kill_at) = settings.fault_kill_at {
         crate::fault::arm(kill_at);
     }
-    let services = Arc::new(Services::new(
-        store.clone(),
-        catalogs,
-        hooks.clone(),
-        metrics,
+    let services = Arc::new(
+        Services::new(store.clone(), catalogs, hooks.clone(), metrics)
+            .with_missing_keys(reseal(store.as_ref()).await?),
+    );
+    // The waiting router gives way; every later request reaches the service.
+    let _waiting = current_app.send_replace(api::router(
+        AppState::new(services.clone()),
+        &settings,
+        tokens,
     ));
-    let app = api::router(AppState::new(services.clone()), &settings, tokens);
-
-    let listener = TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, store = %store.describe(), "ctasd listening");
+    tracing::info!(%addr, store = %store.describe(), "ctasd ready");
     // Resumes actions left unfinished by a crash, and retries failed
     // attempts; the watcher follows the jobs of registered engines.
     let (stop_background, stop) = watch::channel(false);
@@ -173,18 +207,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let retention = settings
         .ended_job_retention()
         .map(|retention| crate::retention::spawn(services.clone(), retention, stop));
-    tokio::spawn(async move { services.warm_up_catalogs().await });
-
-    let limits = connections::ConnectionLimits {
-        max_connections: connections::connections_that_fit(settings.max_connections),
-        header_read_timeout: std::time::Duration::from_secs(settings.header_read_timeout_secs),
-        idle_timeout: std::time::Duration::from_secs(settings.idle_timeout_secs),
-        drain_timeout: settings.request_timeout() + std::time::Duration::from_secs(5),
-    };
-    let (shutdown, signal) = oneshot::channel::<()>();
-    let task = tokio::spawn(connections::serve(listener, app, limits, async {
-        let _ = signal.await;
-    }));
+    let warm_up = tokio::spawn(async move { services.warm_up_catalogs().await });
     Ok(RunningServer {
         addr,
         shutdown,
@@ -193,7 +216,26 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         resumer,
         watcher,
         retention,
+        warm_up,
     })
+}
+
+/// Seals every secret again under the active key, and says which keys the
+/// store still needs that are not given (logged, and then `/readyz`'s
+/// answer until they are given again).
+async fn reseal(store: &dyn Store) -> anyhow::Result<Option<String>> {
+    let resealed = store.reseal().await?;
+    if resealed.moved > 0 {
+        tracing::info!(
+            moved = resealed.moved,
+            "secrets sealed again under the active key; keys only they used can be removed"
+        );
+    }
+    let missing = resealed.missing_keys();
+    if let Some(missing) = &missing {
+        tracing::error!(%missing, "secrets in the store are sealed with keys that are not given");
+    }
+    Ok(missing)
 }
 
 /// ctasd's own data directory and files, which no catalog may point at.

@@ -35,6 +35,7 @@ use crate::domain::options::{OptionsError, ValidationError};
 use crate::domain::{NameError, WriteLocation};
 use crate::hooks::HookRunner;
 use crate::metrics::Metrics;
+use crate::store::secrets::SealError;
 use crate::store::{Store, StoreError};
 
 /// What every use case can reach.
@@ -47,6 +48,9 @@ pub struct Services {
     metrics: Arc<Metrics>,
     freshness: freshness::Freshness,
     shapes: report::ShapeHints,
+    /// Secrets no key given opens, found at start: why `/readyz` says not
+    /// ready.
+    missing_keys: Option<String>,
 }
 
 impl Services {
@@ -64,7 +68,15 @@ impl Services {
             metrics,
             freshness: freshness::Freshness::default(),
             shapes: report::ShapeHints::default(),
+            missing_keys: None,
         }
+    }
+
+    /// Services that answer not ready, saying why: secrets in the store
+    /// that no key given opens (see [`crate::store::Resealed`]).
+    pub fn with_missing_keys(mut self, missing: Option<String>) -> Self {
+        self.missing_keys = missing;
+        self
     }
 
     /// The counters the API moves for every request.
@@ -124,7 +136,11 @@ impl Services {
 
     /// The store is reachable, migrated and whole.
     pub async fn ready(&self) -> Result<(), ServiceError> {
-        Ok(self.store.check_ready().await?)
+        self.store.check_ready().await?;
+        match &self.missing_keys {
+            Some(missing) => Err(StoreError::NotReady(missing.clone()).into()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -265,6 +281,14 @@ impl From<StoreError> for ServiceError {
             StoreError::EngineModified(name) => Self::EngineModified(name),
             StoreError::Unavailable(_) => Self::StoreUnavailable(detail),
             StoreError::NotReady(reason) => Self::StoreNotReady(reason),
+            // A key taken away too early: the operator's to give back, and
+            // named, never a bare 500.
+            StoreError::Secret {
+                source: SealError::UnknownKey(_),
+                ..
+            } => Self::StoreNotReady(format!(
+                "{detail}; give the key again (after the active one in --secret-key) and restart"
+            )),
             StoreError::Secret { .. } | StoreError::InUse(_) | StoreError::Internal(_) => {
                 Self::Internal(detail)
             }

@@ -37,7 +37,7 @@ pub enum KeyClaim {
 
 /// What a kept answer's seal is bound to: its caller and key, so an answer
 /// cannot be moved to another key.
-fn sealed_for(caller: &str, key: &str) -> String {
+pub(super) fn sealed_for(caller: &str, key: &str) -> String {
     format!("idempotent answer\0{caller}\0{key}")
 }
 

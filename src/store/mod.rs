@@ -16,12 +16,14 @@ mod jobs;
 mod ledger;
 pub mod postgres;
 mod quiet_moves;
+mod reseal;
 mod rows;
 pub mod secrets;
 mod sql;
 pub mod sqlite;
 
 pub use idempotency::{KeyClaim, KeyUse, StoredAnswer};
+pub use reseal::{Resealed, Unopenable};
 pub use sql::{PoolUse, SqlStore};
 
 use std::path::Path;
@@ -425,6 +427,11 @@ pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencySto
     /// Reachable, fully migrated, and every table of the schema there.
     async fn check_ready(&self) -> Result<(), StoreError>;
 
+    /// Seals every sealed value again under the active key (those another
+    /// key still given sealed), so older keys can be removed; reports the
+    /// values no key given can open.
+    async fn reseal(&self) -> Result<Resealed, StoreError>;
+
     /// This installation's id, made by the migrations once per store:
     /// every marker ctasd leaves in a target carries it, so that a marker
     /// of another installation is told apart.
@@ -476,6 +483,10 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
             tables.map(|names| names.into_iter().map(|(n,)| n).collect()),
             self.backend.migrations(),
         )
+    }
+
+    async fn reseal(&self) -> Result<Resealed, StoreError> {
+        self.reseal_all().await
     }
 
     async fn installation(&self) -> Result<String, StoreError> {

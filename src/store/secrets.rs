@@ -170,6 +170,24 @@ impl Keyring {
     }
 }
 
+impl Keyring {
+    /// `sealed` sealed again under the active key, or `None` when the
+    /// active key sealed it already.
+    pub fn reseal(&self, option_key: &str, sealed: &str) -> Result<Option<String>, SealError> {
+        if sealed_with(sealed) == Some(self.active.as_str()) {
+            return Ok(None);
+        }
+        let plain = self.open(option_key, sealed)?;
+        Ok(Some(self.seal(option_key, &plain)))
+    }
+}
+
+/// The id of the key that sealed `sealed`, as the sealed text names it.
+pub fn sealed_with(sealed: &str) -> Option<&str> {
+    let rest = sealed.strip_prefix(FORMAT)?.strip_prefix('.')?;
+    rest.split_once('.').map(|(key_id, _)| key_id)
+}
+
 /// Whether `text` is a value [`Keyring::seal`] wrote.
 pub fn is_sealed(text: &str) -> bool {
     text.strip_prefix(FORMAT)
@@ -224,6 +242,25 @@ mod tests {
             keys.seal("password", "s3cret-Value"),
             "nonces must differ"
         );
+    }
+
+    #[test]
+    fn resealing_moves_a_value_to_the_active_key_and_leaves_the_active_keys_alone() {
+        let old = ring("old:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+        let sealed = old.seal("password", "s3cret");
+        let both = ring(
+            "new:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=,old:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        );
+        let moved = both.reseal("password", &sealed).unwrap().unwrap();
+        assert_eq!(sealed_with(&sealed), Some("old"));
+        assert_eq!(sealed_with(&moved), Some("new"));
+        assert_eq!(both.reseal("password", &moved).unwrap(), None);
+        let only_new = ring("new:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=");
+        assert_eq!(only_new.open("password", &moved).unwrap(), "s3cret");
+        assert!(matches!(
+            only_new.reseal("password", &sealed),
+            Err(SealError::UnknownKey(id)) if id == "old"
+        ));
     }
 
     #[test]

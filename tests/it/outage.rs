@@ -1,7 +1,8 @@
 //! Outages, made with a TCP proxy the test controls (the machine's shared
 //! database services are never stopped): a target database (PostgreSQL and
 //! MariaDB) refusing connections during a commit or vanishing in the middle
-//! of one, and the PostgreSQL store going away while requests flow.
+//! of one, the PostgreSQL store going away while requests flow, and the
+//! store away when `ctasd serve` starts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -361,4 +362,79 @@ async fn while_the_postgres_store_is_away_requests_get_503_and_the_service_recov
     );
     assert!(names.contains(&"mem") && !names.contains(&"other"));
     assert_eq!(app.get("/readyz").await.status, 200);
+}
+
+#[tokio::test]
+async fn serve_waits_for_a_store_that_is_away_at_start_alive_not_ready_and_then_serves() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    let proxy = TcpProxy::start(store.host_port().parse().unwrap()).await;
+    proxy.refuse();
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}/{}",
+        store.username(),
+        proxy.port,
+        store.database
+    );
+    let data = tempfile::tempdir().unwrap();
+    let server = crate::helpers::ServerProcess::start_listening(
+        data.path(),
+        &[("CTASD_DATABASE_URL", url.as_str())],
+    );
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("{}{path}", server.base)).send();
+
+    // Alive at once; not ready, and every other request a 503, which names
+    // the failed attempt once there is one.
+    let alive = get("/healthz").await.unwrap();
+    assert_eq!(alive.status(), 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let ready = loop {
+        let ready = Reply::from(get("/readyz").await.unwrap()).await;
+        ready.assert_problem(503, "STORE_UNAVAILABLE");
+        if ready.detail().contains("attempt 1 failed") {
+            break ready;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", ready.text);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        ready.detail().contains("waits for its store"),
+        "{}",
+        ready.text
+    );
+    let listing = Reply::from(get("/v1/catalogs").await.unwrap()).await;
+    listing.assert_problem(503, "STORE_UNAVAILABLE");
+    assert_eq!(listing.headers["retry-after"], "1");
+
+    // The store comes back: ctasd gets ready by itself, on the same process.
+    proxy.accept_again().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if get("/readyz").await.unwrap().status() == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "ready within seconds");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let registered = client
+        .post(format!("{}/v1/catalogs", server.base))
+        .json(&json!({"name": "mem", "options": {"type": "generic_in_memory"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 201);
+
+    let log = server.stop();
+    let attempts: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("the store cannot be reached"))
+        .collect();
+    assert!(!attempts.is_empty(), "each failed attempt is logged: {log}");
+    assert!(
+        attempts.iter().all(|line| line.contains("\"attempt\"")),
+        "{log}"
+    );
+    assert!(log.contains("the store answers now"), "{log}");
 }

@@ -145,7 +145,7 @@ impl TextLogServer {
         let sink = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("ctasd listening")
+                if line.contains("ctasd ready")
                     && let Some(rest) = line.split("addr=").nth(1)
                 {
                     let addr = rest.split_whitespace().next().unwrap_or_default();

@@ -152,3 +152,117 @@ async fn the_password_is_sealed_in_postgres_store_rows() {
             .unwrap();
     assert!(sealed.starts_with("v1."), "{sealed}");
 }
+
+const OLD_KEY: &str = "k-old:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+const NEW_KEY: &str = "k-new:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+
+/// The id of the key each sealed value of the SQLite store was sealed with:
+/// catalogs' secrets, hooks' snapshots and secret table options.
+async fn sealing_keys(data_dir: &Path) -> Vec<String> {
+    use sqlx::Connection;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(data_dir.join("ctasd.db"))
+        .read_only(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&options)
+        .await
+        .unwrap();
+    let sealed: Vec<String> = sqlx::query_scalar(
+        "SELECT value FROM catalogs, json_each(catalogs.sealed_options) \
+         UNION ALL SELECT value FROM hooks, json_each(hooks.catalog_sealed_options) \
+         UNION ALL SELECT value FROM hooks, json_each(hooks.sealed_table_properties)",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let mut keys: Vec<String> = sealed
+        .iter()
+        .map(|s| s.split('.').nth(1).unwrap().to_owned())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Settings that give exactly `keys` (the first active).
+fn with_keys(keys: &str) -> impl FnOnce(&mut ctasd::config::ServeSettings) {
+    let keys = secrecy::SecretString::from(keys.to_owned());
+    move |settings| settings.store.secret_key = Some(keys)
+}
+
+/// A server given `keys`, with catalog `lite` whose password they sealed.
+async fn with_a_password_sealed_by(keys: &str) -> TestApp {
+    let app = TestApp::spawn_with_settings(with_keys(keys)).await;
+    let lite = app.scratch("lite");
+    sqlite_database(&lite, "main", "SELECT 1").await;
+    let options = json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", lite.display()),
+        "default-database": "main", "username": "someone", "password": SECRET});
+    assert_eq!(app.register("lite", options).await.status, 201);
+    app
+}
+
+#[tokio::test]
+async fn a_key_is_retired_by_putting_a_new_one_first_restarting_and_removing_it() {
+    let app = with_a_password_sealed_by(OLD_KEY).await;
+    let job = app
+        .post(
+            "/v1/jobs",
+            &json!({"name": "j", "mode": "batch", "hooks": [{"kind": "create_table_as",
+                "target": {"catalog": "lite", "table": "t"},
+                "table": {"columns": [{"name": "id", "type": "BIGINT"}],
+                          "options": {"connector": "jdbc", "password": SECRET}}}]}),
+        )
+        .await;
+    assert_eq!(job.status, 201, "{}", job.text);
+    let data_dir = app.settings().store.data_dir.clone();
+
+    // The new key first, the old one still given: every secret moves.
+    let app = app
+        .stop_keeping_store()
+        .await
+        .start_again_with(with_keys(&format!("{NEW_KEY},{OLD_KEY}")))
+        .await;
+    assert_eq!(app.get("/readyz").await.status, 200);
+    assert_eq!(sealing_keys(&data_dir).await, ["k-new"]);
+
+    // The old key removed: everything still opens.
+    let app = app
+        .stop_keeping_store()
+        .await
+        .start_again_with(with_keys(NEW_KEY))
+        .await;
+    assert_eq!(app.get("/readyz").await.status, 200);
+    let catalog = app.get("/v1/catalogs/lite/databases").await;
+    assert_eq!(catalog.status, 200, "{}", catalog.text);
+    let id = job.body["id"].as_str().unwrap();
+    assert_eq!(app.put_status(id, "CREATED").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_secret_sealed_with_a_key_no_longer_given_is_named_at_start_and_in_readyz() {
+    let app = with_a_password_sealed_by(OLD_KEY).await;
+
+    // Restarted with only a new key: the old one was dropped too early.
+    let app = app
+        .stop_keeping_store()
+        .await
+        .start_again_with(with_keys(NEW_KEY))
+        .await;
+
+    let ready = app.get("/readyz").await;
+    ready.assert_problem(503, "STORE_NOT_READY");
+    assert!(
+        ready
+            .detail()
+            .contains("sealed with key 'k-old', which is not given")
+            && ready.detail().contains("catalog 'lite'"),
+        "{}",
+        ready.text
+    );
+    assert!(!ready.text.contains(SECRET));
+    // What needs the old key is refused in words that name it, not a 500.
+    let listing = app.get("/v1/catalogs").await;
+    listing.assert_problem(503, "STORE_NOT_READY");
+    assert!(listing.detail().contains("'k-old'"), "{}", listing.text);
+    // What does not need it still works.
+    assert_eq!(app.get("/v1/jobs").await.status, 200);
+}

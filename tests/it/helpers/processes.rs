@@ -19,7 +19,18 @@ impl ServerProcess {
         Self::start_with_env(data_dir, &[])
     }
 
+    /// Started, once it says it is ready (its store reached, every request
+    /// served).
     pub fn start_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_until(data_dir, env, "ctasd ready")
+    }
+
+    /// Started, once its port is bound (its store perhaps not reached yet).
+    pub fn start_listening(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_until(data_dir, env, "ctasd listening")
+    }
+
+    fn start_until(data_dir: &Path, env: &[(&str, &str)], announced: &'static str) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ctasd"))
             .envs(env.iter().copied())
             .args([
@@ -44,7 +55,7 @@ impl ServerProcess {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Ok(event) = serde_json::from_str::<Value>(&line)
-                    && event["message"] == "ctasd listening"
+                    && event["message"] == announced
                 {
                     let _ = addr_tx.send(event["addr"].as_str().unwrap().to_owned());
                 }
