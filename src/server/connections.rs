@@ -1,7 +1,8 @@
 //! Accepting connections, with the limits a service facing careless or
-//! hostile clients needs: at most `max_connections` open at once (the next
-//! one is answered 503 and closed, instead of the process running out of
-//! file descriptors), a time limit on sending a request's headers (which
+//! hostile clients needs: at most `max_connections` open at once (at the
+//! cap, the keep-alive connection idle the longest is closed to let the
+//! next one in; with none idle, the next one is answered 503 and closed,
+//! instead of the process running out of file descriptors), a time limit on sending a request's headers (which
 //! also closes keep-alive connections left idle), and a limit on silence in
 //! the middle of a request or response. A stop lets requests in flight
 //! finish.
@@ -15,11 +16,12 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tower::ServiceExt;
+
+use super::keep_alive::OpenConnections;
 use tokio::time::{Instant, Sleep};
 
 /// How connections are bounded.
@@ -50,6 +52,10 @@ fn over_capacity() -> String {
     )
 }
 
+/// How long a newcomer waits for the place of the idle connection closed
+/// for it before it is answered 503.
+const HANDOVER_WAIT: Duration = Duration::from_millis(500);
+
 /// Serves `app` on `listener` until `stop` resolves, then waits up to
 /// `drain_timeout` for requests in flight.
 pub async fn serve(
@@ -58,12 +64,19 @@ pub async fn serve(
     limits: ConnectionLimits,
     stop: impl Future<Output = ()>,
 ) {
-    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let places = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
-    let graceful = GracefulShutdown::new();
+    let (stopping, stopped) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
+    let server = Arc::new(Server {
+        http,
+        app,
+        limits,
+        open: OpenConnections::default(),
+        stopped,
+    });
     tokio::pin!(stop);
     loop {
         let stream = tokio::select! {
@@ -79,32 +92,97 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            if let Ok(refusal) = refusals.clone().try_acquire_owned() {
-                tokio::spawn(async move {
-                    refuse(stream).await;
-                    drop(refusal);
-                });
-            }
+        if let Ok(place) = places.clone().try_acquire_owned() {
+            server.spawn(stream, place);
+            continue;
+        }
+        let Ok(refusal) = refusals.clone().try_acquire_owned() else {
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
-        let connection = http.serve_connection(io, TowerToHyperService::new(app.clone()));
-        let watched = graceful.watch(connection);
+        // At the cap: an idle keep-alive connection makes room, if any.
+        let handover = server
+            .open
+            .close_the_idlest()
+            .then(|| (server.clone(), places.clone()));
         tokio::spawn(async move {
-            if let Err(error) = watched.await {
-                tracing::debug!(%error, "connection ended with an error");
+            if let Some((server, places)) = handover
+                && let Ok(Ok(place)) =
+                    tokio::time::timeout(HANDOVER_WAIT, places.acquire_owned()).await
+            {
+                server.spawn(stream, place);
+            } else {
+                refuse(stream).await;
             }
-            drop(permit);
+            drop(refusal);
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
+    let _ = stopping.send(true);
+    let every_place = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.drain_timeout, places.acquire_many(every_place))
         .await
         .is_err()
     {
         tracing::warn!("requests still in flight when the stop's time ran out");
+    }
+}
+
+/// What every connection is served with.
+struct Server {
+    http: hyper::server::conn::http1::Builder,
+    app: Router,
+    limits: ConnectionLimits,
+    open: OpenConnections,
+    stopped: watch::Receiver<bool>,
+}
+
+impl Server {
+    /// Serves one connection in its own task, holding `place` until it
+    /// ends: closed gracefully (its answer in flight finished first) when
+    /// the server stops or when it is picked to make room.
+    fn spawn(self: &Arc<Self>, stream: TcpStream, place: OwnedSemaphorePermit) {
+        let _ = stream.set_nodelay(true);
+        let io = TokioIo::new(IdleTimeout::new(stream, self.limits.idle_timeout));
+        let (id, tracked) = self.open.opened();
+        let answer = {
+            let (server, tracked) = (self.clone(), tracked.clone());
+            hyper::service::service_fn(move |request| {
+                let answering = server.open.answering(&tracked);
+                let app = server.app.clone();
+                async move {
+                    let response = app.oneshot(request).await;
+                    drop(answering);
+                    response
+                }
+            })
+        };
+        let connection = self.http.serve_connection(io, answer);
+        let server = self.clone();
+        tokio::spawn(async move {
+            tokio::pin!(connection);
+            let mut stopped = server.stopped.clone();
+            let mut closing = false;
+            loop {
+                tokio::select! {
+                    ended = connection.as_mut() => {
+                        if let Err(error) = ended {
+                            tracing::debug!(%error, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    () = tracked.picked(), if !closing => {
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    _ = stopped.wait_for(|stop| *stop), if !closing => {
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            server.open.closed(id);
+            drop(place);
+        });
     }
 }
 

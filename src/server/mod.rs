@@ -7,6 +7,7 @@
 //! database never delays start.
 
 mod connections;
+mod keep_alive;
 mod starting;
 
 use std::net::SocketAddr;

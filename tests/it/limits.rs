@@ -101,6 +101,81 @@ async fn connections_beyond_the_cap_are_answered_503_and_service_resumes() {
     }
 }
 
+/// Sends one request on `stream` and reads its answer's head and body
+/// (`content-length` bytes), leaving the connection open.
+async fn one_request(stream: &mut TcpStream) -> String {
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("an answer within seconds")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&answer);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_owned)
+                })
+                .and_then(|l| l.trim().parse().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                break;
+            }
+        }
+    }
+    String::from_utf8(answer).unwrap()
+}
+
+#[tokio::test]
+async fn at_the_cap_the_keep_alive_connection_idle_longest_makes_room_for_a_new_client() {
+    let app = TestApp::spawn_with_settings(|s| s.max_connections = 8).await;
+    let mut idle = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect(app.addr).await.unwrap();
+        assert!(one_request(&mut stream).await.starts_with("HTTP/1.1 200"));
+        idle.push(stream);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // Every place is held by an idle keep-alive connection: newcomers are
+    // served all the same, each in the place of the one idle longest.
+    let mut newcomers = Vec::new();
+    for newcomer in 0..3 {
+        let mut stream = TcpStream::connect(app.addr).await.unwrap();
+        let answer = one_request(&mut stream).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "newcomer {newcomer}: {answer}"
+        );
+        newcomers.push(stream);
+    }
+    let mut closed = Vec::new();
+    for (n, stream) in idle.iter_mut().enumerate() {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut byte)).await;
+        if matches!(read, Ok(Ok(0))) {
+            closed.push(n);
+        }
+    }
+    assert_eq!(
+        closed,
+        [0, 1, 2],
+        "the three idle longest were closed, the others kept"
+    );
+}
+
 #[tokio::test]
 async fn a_page_of_large_jobs_ends_at_the_byte_budget_and_its_tokens_reach_every_job() {
     let app = TestApp::spawn().await;
