@@ -113,6 +113,12 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_ENDED_JOB_RETENTION_DAYS", default_value_t = 30)]
     pub ended_job_retention_days: u32,
 
+    /// Hosts an engine URL may name, separated by commas: host names,
+    /// `*.domain`, IP addresses or ranges (`10.1.0.0/16`). None by default:
+    /// any host.
+    #[arg(long, env = "CTASD_ENGINE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub engine_allowed_hosts: Vec<String>,
+
     /// Origins a browser app on another origin may call ctasd from (CORS),
     /// separated by commas, e.g. `https://dash.example.com`; `*` for any.
     /// None by default: browsers then allow only ctasd's own pages.
@@ -153,6 +159,7 @@ impl ServeSettings {
             idempotency_key_lifetime_secs: 24 * 60 * 60,
             max_engine_time_ahead_secs: 300,
             ended_job_retention_days: 30,
+            engine_allowed_hosts: Vec::new(),
             cors_allowed_origins: Vec::new(),
             tokens_file: None,
             tokens: None,

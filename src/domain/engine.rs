@@ -151,6 +151,8 @@ pub enum EngineSettingError {
     },
     #[error("the comment is longer than 2048 characters")]
     CommentTooLong,
+    #[error("{field} names a host that --engine-allowed-hosts does not allow")]
+    HostNotAllowed { field: &'static str },
 }
 
 impl EngineSettingError {
@@ -159,7 +161,8 @@ impl EngineSettingError {
         match self {
             EngineSettingError::BadUrl { field }
             | EngineSettingError::Https { field }
-            | EngineSettingError::OutOfRange { field, .. } => field,
+            | EngineSettingError::OutOfRange { field, .. }
+            | EngineSettingError::HostNotAllowed { field } => field,
             EngineSettingError::CommentTooLong => "comment",
         }
     }
@@ -186,6 +189,16 @@ impl EngineUrl {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The host, without port or brackets.
+    pub fn host(&self) -> &str {
+        let rest = self.0.strip_prefix("http://").unwrap_or(&self.0);
+        let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+        match authority.strip_prefix('[') {
+            Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+            None => authority.split(':').next().unwrap_or_default(),
+        }
     }
 
     /// The URL of `path` (which starts with `/`) on this endpoint.

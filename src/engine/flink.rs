@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::hosts::AllowedHosts;
 use crate::domain::engine::{EngineUrl, quoted, root_cause};
 use crate::domain::job::JobStatus;
 
@@ -30,6 +32,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest answer read: a job overview of some ten thousand jobs.
 const MAX_ANSWER_BYTES: usize = 32 << 20;
+/// The most bytes of engine answers held at once, all engines together:
+/// many clusters answering large overviews at the same moment take turns
+/// instead of taking the process's memory.
+const MAX_HELD_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FlinkError {
@@ -65,21 +71,60 @@ pub struct FlinkJobDetails {
 /// One Flink cluster's REST endpoint.
 #[derive(Clone)]
 pub struct FlinkClient {
-    http: Arc<reqwest::Client>,
+    http: Arc<EngineHttp>,
     base: EngineUrl,
 }
 
-/// The HTTP client every engine shares.
-pub fn http_client() -> Arc<reqwest::Client> {
-    Arc::new(
-        reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(REQUEST_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("ctasd/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("an HTTP client with these settings builds"),
-    )
+/// What every engine is reached with: one HTTP client, the hosts engine
+/// URLs may name, and the budget of answer bytes held at once.
+pub struct EngineHttp {
+    client: reqwest::Client,
+    allowed: AllowedHosts,
+    held: Arc<Semaphore>,
+}
+
+impl EngineHttp {
+    pub fn new(allowed: AllowedHosts) -> Self {
+        Self::with_budget(allowed, MAX_HELD_BYTES)
+    }
+
+    /// With room for `held_bytes` of answers at once.
+    pub fn with_budget(allowed: AllowedHosts, held_bytes: usize) -> Self {
+        Self {
+            client: reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(REQUEST_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("ctasd/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .expect("an HTTP client with these settings builds"),
+            allowed,
+            held: Arc::new(Semaphore::new(held_bytes)),
+        }
+    }
+
+    /// Whether engine URLs may name `url`'s host.
+    pub fn allows(&self, url: &EngineUrl) -> bool {
+        self.allowed.allows(url)
+    }
+
+    /// Room for `bytes` more of an answer, added to `held`; `false` when
+    /// the answers held now leave none.
+    fn hold(&self, held: &mut Option<OwnedSemaphorePermit>, bytes: usize) -> bool {
+        let Ok(bytes) = u32::try_from(bytes) else {
+            return false;
+        };
+        match self.held.clone().try_acquire_many_owned(bytes) {
+            Ok(more) => {
+                match held {
+                    Some(permit) => permit.merge(more),
+                    None => *held = Some(more),
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -130,7 +175,7 @@ struct HistoryEntry {
 }
 
 impl FlinkClient {
-    pub fn new(http: Arc<reqwest::Client>, base: EngineUrl) -> Self {
+    pub fn new(http: Arc<EngineHttp>, base: EngineUrl) -> Self {
         Self { http, base }
     }
 
@@ -206,14 +251,22 @@ impl FlinkClient {
             url: url.clone(),
             reason,
         };
+        if !self.http.allows(&self.base) {
+            return Err(unreachable(
+                "its host is not one --engine-allowed-hosts allows".into(),
+            ));
+        }
         let mut response = self
             .http
+            .client
             .get(&url)
             .send()
             .await
             .map_err(|e| unreachable(describe(&e)))?;
         let status = response.status();
         let mut body = Vec::new();
+        // Released when the answer has been read into what it says.
+        let mut held = None;
         while let Some(chunk) = response
             .chunk()
             .await
@@ -224,6 +277,13 @@ impl FlinkClient {
                     url,
                     reason: format!("more than {} MiB", MAX_ANSWER_BYTES >> 20),
                 });
+            }
+            if !self.http.hold(&mut held, chunk.len()) {
+                return Err(unreachable(format!(
+                    "its answer was not read: the answers of engines held right now \
+                     reach {} MiB; it is read again on the next poll",
+                    MAX_HELD_BYTES >> 20
+                )));
             }
             body.extend_from_slice(&chunk);
         }
@@ -275,5 +335,23 @@ fn describe(error: &reqwest::Error) -> String {
             source = inner.source();
         }
         last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_held_within_the_budget_and_give_their_room_back() {
+        let http = EngineHttp::with_budget(AllowedHosts::default(), 10);
+        let mut first = None;
+        assert!(http.hold(&mut first, 4));
+        assert!(http.hold(&mut first, 2));
+        let mut second = None;
+        assert!(!http.hold(&mut second, 5), "6 of 10 held");
+        assert!(http.hold(&mut second, 4));
+        drop(first);
+        assert!(http.hold(&mut second, 6), "the first answer's room is back");
     }
 }

@@ -5,5 +5,7 @@
 //! is told apart. Nothing here decides what a job's statuses mean.
 
 pub mod flink;
+pub mod hosts;
 
-pub use flink::{FlinkClient, FlinkError, FlinkJob, FlinkJobDetails};
+pub use flink::{EngineHttp, FlinkClient, FlinkError, FlinkJob, FlinkJobDetails};
+pub use hosts::AllowedHosts;

@@ -143,6 +143,8 @@ impl RunningServer {
 pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let keyring = open_keyring(&settings.store)?;
     let tokens = Arc::new(load_tokens(&settings)?);
+    let engine_hosts = crate::engine::AllowedHosts::parse(&settings.engine_allowed_hosts)
+        .map_err(|e| anyhow::anyhow!("--engine-allowed-hosts: {e}"))?;
     let listener = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -190,6 +192,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     }
     let services = Arc::new(
         Services::new(store.clone(), catalogs, hooks.clone(), metrics)
+            .with_engine_hosts(engine_hosts)
             .with_missing_keys(reseal(store.as_ref()).await?),
     );
     // The waiting router gives way; every later request reaches the service.

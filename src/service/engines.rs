@@ -211,17 +211,30 @@ impl Services {
 
     /// Asks the cluster (and its HistoryServer) for its version: an engine
     /// is stored only once it answered as Flink.
+    /// Whatever kept it from answering (a closed port, a database, another
+    /// HTTP service) is one neutral refusal, so registrations cannot map
+    /// what else listens on ctasd's network; the cause is logged.
     async fn reach(&self, settings: &EngineSettings) -> Result<EngineObservation, ServiceError> {
-        let version = self
-            .flink(&settings.url)
-            .version()
-            .await
-            .map_err(|e| ServiceError::EngineUnreachable(format!("url: {e}")))?;
-        if let Some(history) = &settings.history_url {
-            self.flink(history)
-                .version()
-                .await
-                .map_err(|e| ServiceError::EngineUnreachable(format!("history_url: {e}")))?;
+        let mut endpoints = vec![("url", &settings.url)];
+        endpoints.extend(settings.history_url.as_ref().map(|h| ("history_url", h)));
+        for (field, url) in &endpoints {
+            if !self.engines_http.allows(url) {
+                return Err(EngineSettingError::HostNotAllowed { field }.into());
+            }
+        }
+        let mut version = String::new();
+        for (field, url) in endpoints {
+            let answered = self.flink(url).version().await.map_err(|cause| {
+                tracing::info!(%cause, field, "an engine URL did not answer as Flink");
+                ServiceError::EngineUnreachable(format!(
+                    "{field}: {} is not a Flink REST endpoint ctasd can reach \
+                     (GET /config did not answer as Flink does)",
+                    url.as_str()
+                ))
+            })?;
+            if field == "url" {
+                version = answered;
+            }
         }
         let now = Utc::now();
         Ok(EngineObservation {

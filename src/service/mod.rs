@@ -33,6 +33,7 @@ use crate::domain::job::{JobStatus, StaleRun, TransitionError};
 use crate::domain::ledger::DecisionError;
 use crate::domain::options::{OptionsError, ValidationError};
 use crate::domain::{NameError, WriteLocation};
+use crate::engine::{AllowedHosts, EngineHttp};
 use crate::hooks::HookRunner;
 use crate::metrics::Metrics;
 use crate::store::secrets::SealError;
@@ -43,8 +44,8 @@ pub struct Services {
     store: Arc<dyn Store>,
     catalogs: Arc<LiveCatalogs>,
     hooks: Arc<HookRunner>,
-    /// The HTTP client every engine is reached with.
-    engines_http: Arc<reqwest::Client>,
+    /// What every engine is reached with.
+    engines_http: Arc<EngineHttp>,
     metrics: Arc<Metrics>,
     freshness: freshness::Freshness,
     shapes: report::ShapeHints,
@@ -64,12 +65,18 @@ impl Services {
             store,
             catalogs,
             hooks,
-            engines_http: crate::engine::flink::http_client(),
+            engines_http: Arc::new(EngineHttp::new(AllowedHosts::default())),
             metrics,
             freshness: freshness::Freshness::default(),
             shapes: report::ShapeHints::default(),
             missing_keys: None,
         }
+    }
+
+    /// Services whose engines' URLs may name only these hosts.
+    pub fn with_engine_hosts(mut self, allowed: AllowedHosts) -> Self {
+        self.engines_http = Arc::new(EngineHttp::new(allowed));
+        self
     }
 
     /// Services that answer not ready, saying why: secrets in the store

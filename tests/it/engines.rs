@@ -1,6 +1,7 @@
 //! `/v1/engines` without a Flink cluster: what is refused at registration
-//! (a URL that is not one, a port nobody answers on, a server that is not
-//! Flink), and jobs that name an engine that does not exist. The engines
+//! (a URL that is not one, a host off the allowed list, and in one neutral
+//! refusal whatever answers instead of Flink: a closed port, a database, an
+//! HTTP server), and jobs that name an engine that does not exist. The engines
 //! that do answer are exercised end to end in `flink.rs`.
 
 use serde_json::json;
@@ -48,26 +49,37 @@ async fn a_url_that_is_not_a_plain_http_endpoint_is_refused_naming_the_field() {
 }
 
 #[tokio::test]
-async fn an_engine_that_does_not_answer_as_flink_is_not_stored() {
+async fn whatever_answers_instead_of_flink_gets_one_neutral_refusal_and_nothing_is_stored() {
     let app = TestApp::spawn().await;
-    // A port nobody listens on.
+    // A port nobody listens on, an HTTP server that is not Flink (ctasd
+    // itself), and the database servers on ctasd's network.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let reply = app
-        .post("/v1/engines", &engine(&format!("http://127.0.0.1:{port}")))
-        .await;
-    reply.assert_problem(422, "ENGINE_UNREACHABLE");
+    let mut urls = vec![format!("http://127.0.0.1:{port}"), app.url("")];
+    for (service, default_port) in [
+        (crate::helpers::postgres_url(), 5432),
+        (crate::helpers::mysql_url(), 3306),
+    ] {
+        if service.is_some() {
+            urls.push(format!("http://127.0.0.1:{default_port}"));
+        }
+    }
+    let mut details = Vec::new();
+    for url in &urls {
+        let reply = app.post("/v1/engines", &engine(url)).await;
+        reply.assert_problem(422, "ENGINE_UNREACHABLE");
+        details.push(reply.detail().replace(url.trim_end_matches('/'), "<url>"));
+    }
     assert!(
-        reply.detail().contains("cannot reach"),
+        details[0].contains("is not a Flink REST endpoint"),
         "{}",
-        reply.detail()
+        details[0]
     );
-
-    // An HTTP server that is not Flink: ctasd itself.
-    let itself = app.post("/v1/engines", &engine(&app.url(""))).await;
-    itself.assert_problem(422, "ENGINE_UNREACHABLE");
-    assert!(itself.detail().contains("/config"), "{}", itself.detail());
+    assert!(
+        details.iter().all(|d| *d == details[0]),
+        "one refusal for all: {details:#?}"
+    );
 
     app.get("/v1/engines/flink")
         .await
@@ -102,4 +114,44 @@ async fn a_job_on_an_engine_that_does_not_exist_is_refused_and_nothing_is_prepar
     let entries: Vec<_> = std::fs::read_dir(warehouse.join("db")).unwrap().collect();
     assert!(entries.is_empty(), "no staging was made: {entries:?}");
     assert_eq!(app.get("/v1/jobs").await.body["jobs"], json!([]));
+}
+
+#[tokio::test]
+async fn an_engine_host_off_the_allowed_list_is_refused_before_any_connection() {
+    let app = TestApp::spawn_with_settings(|s| {
+        s.engine_allowed_hosts = vec!["flink.example.com".into(), "10.0.0.0/8".into()];
+    })
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+
+    let refused = app.post("/v1/engines", &engine(&url)).await;
+    let history = app
+        .post(
+            "/v1/engines",
+            &json!({"name": "flink", "url": "http://10.1.2.3:8081", "history_url": url}),
+        )
+        .await;
+
+    refused.assert_problem(422, "ENGINE_SETTING_INVALID");
+    assert_eq!(
+        refused.body["errors"][0]["field"], "url",
+        "{}",
+        refused.text
+    );
+    assert!(
+        refused.detail().contains("--engine-allowed-hosts"),
+        "{}",
+        refused.text
+    );
+    history.assert_problem(422, "ENGINE_SETTING_INVALID");
+    assert_eq!(
+        history.body["errors"][0]["field"], "history_url",
+        "{}",
+        history.text
+    );
+    let accepted =
+        tokio::time::timeout(std::time::Duration::from_millis(300), listener.accept()).await;
+    assert!(accepted.is_err(), "no connection was made to the host");
+    assert_eq!(app.get("/v1/engines").await.body["engines"], json!([]));
 }
