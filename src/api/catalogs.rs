@@ -135,7 +135,7 @@ pub struct CatalogPage {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PageParams {
-    /// Catalogs per page, 1 to 1000 (default 100).
+    /// Items per page, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     pub page_size: Option<u32>,
     /// `next_page_token` of the previous page.

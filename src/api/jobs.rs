@@ -16,6 +16,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::auth::{Authorized, need};
+use super::catalogs::PageParams;
 use super::error::{ApiError, Problem, ProblemCode};
 use super::etag::{IfMatch, Rendered, Tagged};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
@@ -760,21 +761,47 @@ pub struct InterventionEvent {
     pub decision: Decision,
 }
 
+/// One page of a job's events, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobEvents {
     pub events: Vec<JobEvent>,
+    /// Pass as `page_token` to get the next page; `null` on the last page.
+    #[schema(required = true)]
+    pub next_page_token: Option<String>,
+    /// Earlier restart cycles (a `RESTARTING` and the statuses up to the
+    /// next one) folded out of the history, which keeps the latest 20.
+    pub folded_restarts: u64,
 }
 
-/// A job's status history and action results, oldest first.
+/// Where an event stands in a job's history: its time, then a status
+/// before the actions it recorded, then the decisions about them.
+type EventKey = (DateTime<Utc>, u8, i64);
+
+fn event_token(key: &EventKey) -> String {
+    let (at, kind, id) = key;
+    let nanos = at.timestamp_nanos_opt().unwrap_or(i64::MAX);
+    page::encode_token("v", &format!("{nanos}.{kind}.{id}"))
+}
+
+fn parse_event_key(text: &str) -> Option<EventKey> {
+    let mut parts = text.splitn(3, '.');
+    let nanos: i64 = parts.next()?.parse().ok()?;
+    let kind: u8 = parts.next()?.parse().ok()?;
+    let id: i64 = parts.next()?.parse().ok()?;
+    Some((DateTime::from_timestamp_nanos(nanos), kind, id))
+}
+
+/// A job's status history and action results, oldest first, a page at a
+/// time.
 #[utoipa::path(
     get,
     path = "/v1/jobs/{job}/events",
     tag = "jobs",
     operation_id = "list_job_events",
-    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$")),
+    params(("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$"), PageParams),
     responses(
-        (status = 200, description = "Events, oldest first", body = JobEvents),
-        (status = 400, description = "`JOB_ID_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "One page of events, oldest first", body = JobEvents),
+        (status = 400, description = "`JOB_ID_INVALID`, `QUERY_INVALID` or `PAGE_TOKEN_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
@@ -784,15 +811,48 @@ async fn job_events(
     _: Authorized<need::ReadJobs>,
     State(state): State<AppState>,
     ApiPath(job): ApiPath<String>,
+    ApiQuery(params): ApiQuery<PageParams>,
 ) -> Result<axum::Json<JobEvents>, ApiError> {
+    let size = page::page_size(params.page_size)? as usize;
+    let after = match params.page_token.as_deref() {
+        Some(token) => Some(page::decode_token("v", token, parse_event_key)?),
+        None => None,
+    };
     let history = state.services.job_events(&path_job_id(&job)?).await?;
-    Ok(axum::Json(JobEvents::from(history)))
+    Ok(axum::Json(page_of_events(history, after, size)))
 }
 
-impl From<service::JobEvents> for JobEvents {
-    /// Statuses, actions and decisions, oldest first; at one instant, a
-    /// status before the actions it recorded.
-    fn from(history: service::JobEvents) -> Self {
+/// The `size` events after `after` (from the first without it).
+fn page_of_events(history: service::JobEvents, after: Option<EventKey>, size: usize) -> JobEvents {
+    let folded_restarts = history.folded_restarts;
+    let mut events = keyed_events(history)
+        .into_iter()
+        .filter(|(key, _)| after.is_none_or(|after| *key > after))
+        .peekable();
+    let mut page = Vec::with_capacity(size.min(events.size_hint().0));
+    let mut last = None;
+    while page.len() < size
+        && let Some((key, event)) = events.next()
+    {
+        page.push(event);
+        last = Some(key);
+    }
+    let next_page_token = events
+        .peek()
+        .is_some()
+        .then(|| last.as_ref().map(event_token))
+        .flatten();
+    JobEvents {
+        events: page,
+        next_page_token,
+        folded_restarts,
+    }
+}
+
+/// Statuses, actions and decisions, oldest first; at one instant, a status
+/// before the actions it recorded.
+fn keyed_events(history: service::JobEvents) -> Vec<(EventKey, JobEvent)> {
+    {
         let mut events: Vec<(DateTime<Utc>, u8, i64, JobEvent)> = Vec::new();
         for (i, change) in history.statuses.into_iter().enumerate() {
             let event = JobEvent::Status(StatusEvent {
@@ -834,9 +894,10 @@ impl From<service::JobEvents> for JobEvents {
             events.push((intervention.at, 2, intervention.action_id, event));
         }
         events.sort_by_key(|e| (e.0, e.1, e.2));
-        Self {
-            events: events.into_iter().map(|(_, _, _, e)| e).collect(),
-        }
+        events
+            .into_iter()
+            .map(|(at, kind, id, event)| ((at, kind, id), event))
+            .collect()
     }
 }
 

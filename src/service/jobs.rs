@@ -18,7 +18,15 @@ pub struct JobEvents {
     pub job: JobRecord,
     pub statuses: Vec<StatusChange>,
     pub interventions: Vec<Intervention>,
+    /// Restart cycles folded out of `statuses` (see [`KEPT_RESTARTS`]).
+    pub folded_restarts: u64,
 }
+
+/// Restart cycles a job's history keeps: a streaming job in a restart loop
+/// never ends (so retention never reaches it), and each cycle would
+/// otherwise add to its history for ever. Older cycles are folded into a
+/// count.
+pub const KEPT_RESTARTS: u32 = 20;
 
 impl Services {
     pub async fn job(&self, id: &JobId) -> Result<JobRecord, ServiceError> {
@@ -42,6 +50,7 @@ impl Services {
         Ok(JobEvents {
             statuses: self.store.status_history(id).await?,
             interventions: self.store.interventions(id).await?,
+            folded_restarts: self.store.folded_restarts(id).await?,
             job,
         })
     }

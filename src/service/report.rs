@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use super::{ServiceError, Services};
 use crate::domain::hook::JobRecord;
-use crate::domain::job::{JobId, JobMode, StatusReport, Transition};
+use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::ledger::{Preparation, Shape, moves_without_actions};
 use crate::fault::{self, Point};
 use crate::hooks::LEASE;
@@ -77,11 +77,13 @@ impl Services {
             .await?
         {
             self.reported(job, report, &moved.transition);
+            self.fold_restarts(job, &moved.transition).await;
             self.shapes.learn(&moved.job);
             return Ok(self.hooks.settle(moved.job, Vec::new()).await?);
         }
         let moved = self.store.transition_job(job, report, Some(LEASE)).await?;
         self.reported(job, report, &moved.transition);
+        self.fold_restarts(job, &moved.transition).await;
         let settled = self.hooks.settle_job(job, moved.claimed).await?;
         self.shapes.learn(&settled);
         Ok(settled)
@@ -103,6 +105,27 @@ impl Services {
             failure: Some(record.outside_text(failure)),
             ..report.clone()
         }))
+    }
+
+    /// After a move through RESTARTING, the job's older restart cycles are
+    /// folded out of its history. The move stands whatever this does.
+    async fn fold_restarts(&self, job: &JobId, transition: &Transition) {
+        if !transition
+            .steps()
+            .into_iter()
+            .any(|(_, to)| to == JobStatus::Restarting)
+        {
+            return;
+        }
+        match self
+            .store
+            .fold_restarts(job, super::jobs::KEPT_RESTARTS)
+            .await
+        {
+            Ok(0) => {}
+            Ok(folded) => tracing::debug!(job = %job, folded, "restart cycles folded"),
+            Err(error) => tracing::warn!(job = %job, %error, "restart cycles could not be folded"),
+        }
     }
 
     fn reported(&self, job: &JobId, report: &StatusReport, transition: &Transition) {

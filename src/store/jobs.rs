@@ -345,6 +345,58 @@ impl<B: Backend> JobStore for SqlStore<B> {
         rows.into_iter().map(TransitionRow::decode).collect()
     }
 
+    async fn fold_restarts(&self, job: &JobId, keep: u32) -> Result<u64, StoreError> {
+        let mut tx = self.begin().await?;
+        let restarts: Vec<(i64,)> = tx
+            .rows(
+                Query::new(
+                    "SELECT id FROM job_transitions WHERE job_id = $1 AND to_status = 'RESTARTING' \
+                     ORDER BY id DESC",
+                )
+                .text(job.as_str()),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let keep = keep.max(1) as usize;
+        if restarts.len() <= keep {
+            return Ok(0);
+        }
+        let (oldest, kept_from) = (restarts[restarts.len() - 1].0, restarts[keep - 1].0);
+        // Another replica folding the same job at once deletes nothing
+        // here, and so counts nothing.
+        let folded: Vec<(String,)> = tx
+            .rows(
+                Query::new(
+                    "DELETE FROM job_transitions WHERE job_id = $1 AND id >= $2 AND id < $3 \
+                     RETURNING to_status",
+                )
+                .text(job.as_str())
+                .int(oldest)
+                .int(kept_from),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        let cycles = folded.iter().filter(|(s,)| s == "RESTARTING").count() as i64;
+        tx.execute(
+            Query::new("UPDATE jobs SET folded_restarts = folded_restarts + $2 WHERE id = $1")
+                .text(job.as_str())
+                .int(cycles),
+        )
+        .await
+        .map_err(StoreError::from_sqlx)?;
+        self.commit(tx).await?;
+        Ok(cycles as u64)
+    }
+
+    async fn folded_restarts(&self, job: &JobId) -> Result<u64, StoreError> {
+        let row: Option<(i64,)> = self
+            .pool()
+            .row(Query::new("SELECT folded_restarts FROM jobs WHERE id = $1").text(job.as_str()))
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(row.map_or(0, |(n,)| n.max(0) as u64))
+    }
+
     async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError> {
         let rows: Vec<InterventionRow> = self
             .pool()

@@ -258,6 +258,14 @@ pub trait JobStore: Send + Sync {
     /// Every decision operators made about the job's actions, oldest first.
     async fn interventions(&self, job: &JobId) -> Result<Vec<Intervention>, StoreError>;
 
+    /// Folds the job's restart cycles but the latest `keep` out of its
+    /// history (each cycle: a RESTARTING and the statuses up to the next
+    /// one), counting them; how many were folded now.
+    async fn fold_restarts(&self, job: &JobId, keep: u32) -> Result<u64, StoreError>;
+
+    /// How many restart cycles were folded out of the job's history.
+    async fn folded_restarts(&self, job: &JobId) -> Result<u64, StoreError>;
+
     /// Deletes up to `limit` jobs that ended (FINISHED, FAILED, CANCELED)
     /// with nothing left to do (no pending action) and last changed before
     /// `ended_before`, oldest first, with their hooks, actions, history,

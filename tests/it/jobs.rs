@@ -808,3 +808,109 @@ async fn a_catalog_cannot_be_dropped_while_an_unfinished_job_uses_it() {
     );
     assert_eq!(dropped.status, 204, "{}", dropped.text);
 }
+
+/// Every event of a job, read `page_size` at a time, and the last page.
+async fn all_events(app: &TestApp, id: &str, page_size: u32) -> (Vec<Value>, Value) {
+    let mut events = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut path = format!("/v1/jobs/{id}/events?page_size={page_size}");
+        if let Some(token) = &token {
+            path.push_str(&format!("&page_token={token}"));
+        }
+        let page = app.get(&path).await;
+        assert_eq!(page.status, 200, "{}", page.text);
+        events.extend(page.body["events"].as_array().unwrap().iter().cloned());
+        match page.body["next_page_token"].as_str() {
+            Some(next) => token = Some(next.to_owned()),
+            None => return (events, page.body),
+        }
+    }
+}
+
+#[tokio::test]
+async fn events_come_a_page_at_a_time_and_the_pages_make_the_whole() {
+    let app = TestApp::spawn().await;
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = submit(&app, "batch", "create_table_as", "default", "t").await;
+    app.report_all(&job.id, &[Created, Running, Restarting, Running, Finished])
+        .await;
+
+    let (whole, _) = all_events(&app, &job.id, 1000).await;
+    let (paged, _) = all_events(&app, &job.id, 2).await;
+
+    assert!(whole.len() > 6, "{whole:#?}");
+    assert_eq!(paged, whole, "two at a time, nothing lost or repeated");
+    let bad = app
+        .get(&format!("/v1/jobs/{}/events?page_token=bm9wZQ", job.id))
+        .await;
+    bad.assert_problem(400, "PAGE_TOKEN_INVALID");
+    let other_list = app.get("/v1/jobs?page_size=1").await;
+    let foreign = other_list.body["next_page_token"].as_str().unwrap_or("x");
+    app.get(&format!("/v1/jobs/{}/events?page_token={foreign}", job.id))
+        .await
+        .assert_problem(400, "PAGE_TOKEN_INVALID");
+}
+
+/// A streaming job through 35 restarts: its id and its events (the
+/// history kept), checked to keep the latest 20 cycles and count the rest.
+async fn restart_loop(app: &TestApp) -> (String, Vec<Value>) {
+    app.register("c", json!({"type": "generic_in_memory"}))
+        .await;
+    let job = submit(app, "streaming", "create_table_as", "default", "t").await;
+    app.report_all(&job.id, &[Created, Running]).await;
+    for _ in 0..35 {
+        app.report_all(&job.id, &[Restarting, Running]).await;
+    }
+    let (events, last_page) = all_events(app, &job.id, 1000).await;
+    let restarts = events.iter().filter(|e| e["to"] == "RESTARTING").count();
+    assert_eq!(restarts, 20, "the latest 20 cycles are kept");
+    assert_eq!(
+        last_page["folded_restarts"], 15,
+        "the 15 before them are counted"
+    );
+    (job.id, events)
+}
+
+#[tokio::test]
+async fn a_restart_loop_keeps_the_latest_cycles_on_postgresql_too() {
+    let Some(store) = crate::helpers::TestPostgres::create().await else {
+        return;
+    };
+    let app = TestApp::spawn_with(Some(&store.url)).await;
+    let (id, events) = restart_loop(&app).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM job_transitions WHERE job_id = $1")
+        .bind(&id)
+        .fetch_one(&mut store.connect().await)
+        .await
+        .unwrap();
+    let shown = events.iter().filter(|e| e["kind"] == "status").count();
+    assert_eq!(rows as usize, shown);
+}
+
+#[tokio::test]
+async fn a_restart_loop_keeps_the_latest_cycles_in_the_history_and_counts_the_rest() {
+    let app = TestApp::spawn().await;
+    let (id, events) = restart_loop(&app).await;
+    let statuses: Vec<&str> = events.iter().filter_map(|e| e["to"].as_str()).collect();
+    assert_eq!(
+        &statuses[..3],
+        ["INITIALIZING", "CREATED", "RUNNING"],
+        "the start stays"
+    );
+    assert_eq!(statuses.last(), Some(&"RUNNING"));
+    // The store holds only what is shown.
+    use sqlx::Connection;
+    let file = app.settings().store.data_dir.join("ctasd.db");
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display()))
+        .await
+        .unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM job_transitions WHERE job_id = ?")
+        .bind(&id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows as usize, statuses.len());
+    assert!(rows <= 3 + 2 * 20, "{rows} rows");
+}

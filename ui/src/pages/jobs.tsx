@@ -137,13 +137,30 @@ export function JobList() {
   );
 }
 
-async function loadJob(id: string): Promise<{ job: Job; events: JobEvent[] }> {
-  const path = { params: { path: { job: id } } };
-  const [job, events] = await Promise.all([
-    unwrap(api.GET("/v1/jobs/{job}", path)),
-    unwrap(api.GET("/v1/jobs/{job}/events", path)),
-  ]);
-  return { job, events: events.events };
+/** Events read per page, and the most pages one poll reads (a job's history is bounded). */
+const EVENTS_PER_PAGE = 200;
+const MOST_EVENT_PAGES = 5;
+
+type Loaded = { job: Job; events: JobEvent[]; foldedRestarts: number; more: boolean };
+
+/** The job and its events, a page at a time, up to MOST_EVENT_PAGES pages. */
+async function loadJob(id: string): Promise<Loaded> {
+  const readEvents = async () => {
+    const events: JobEvent[] = [];
+    let token: string | undefined;
+    let foldedRestarts = 0;
+    for (let pages = 0; pages < MOST_EVENT_PAGES; pages++) {
+      const query = { page_size: EVENTS_PER_PAGE, ...(token ? { page_token: token } : {}) };
+      const page = await unwrap(api.GET("/v1/jobs/{job}/events", { params: { path: { job: id }, query } }));
+      events.push(...page.events);
+      foldedRestarts = page.folded_restarts;
+      if (!page.next_page_token) return { events, foldedRestarts, more: false };
+      token = page.next_page_token;
+    }
+    return { events, foldedRestarts, more: true };
+  };
+  const [job, history] = await Promise.all([unwrap(api.GET("/v1/jobs/{job}", { params: { path: { job: id } } })), readEvents()]);
+  return { job, ...history };
 }
 
 export function JobPage({ id }: { id: string }) {
@@ -157,7 +174,7 @@ export function JobPage({ id }: { id: string }) {
     );
   }
   if (!loaded.data) return <section><h1>Job</h1><ProblemNotice problem={loaded.problem} />{!loaded.problem && <Loading what="the job" />}</section>;
-  const { job, events } = loaded.data;
+  const { job, events, foldedRestarts, more } = loaded.data;
   return (
     <section>
       <div class="page-head">
@@ -186,7 +203,11 @@ export function JobPage({ id }: { id: string }) {
       <div class="columns">
         <div>
           <h2>Timeline</h2>
+          {foldedRestarts > 0 && (
+            <p class="muted small">{foldedRestarts} earlier restart{foldedRestarts === 1 ? "" : "s"} left out: the latest are shown.</p>
+          )}
           <Timeline events={events} />
+          {more && <p class="muted small">The first {events.length} events are shown.</p>}
         </div>
         <div>
           <h2>Hooks</h2>
