@@ -15,6 +15,7 @@ mod ddl;
 mod engines;
 mod errors;
 mod flink;
+mod flink_native;
 mod helpers;
 mod hostile;
 mod idempotency;

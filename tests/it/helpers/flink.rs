@@ -15,6 +15,9 @@ pub struct FlinkCluster {
     home: PathBuf,
     python: PathBuf,
     conf: tempfile::TempDir,
+    /// A lib directory of its own (links to Flink's jars, and more), when
+    /// jars were added: `bin/config.sh` honours `FLINK_LIB_DIR`.
+    lib: Option<tempfile::TempDir>,
     pub rest_port: u16,
     running: bool,
 }
@@ -97,9 +100,26 @@ impl FlinkCluster {
             home,
             python: PathBuf::from(python),
             conf,
+            lib: None,
             rest_port,
             running: false,
         })
+    }
+
+    /// Puts `jar` in the cluster's `lib/` (its own, of links), as a Flink
+    /// plugin is deployed: on the JobManager, the TaskManagers and the
+    /// client. Before [`FlinkCluster::start`].
+    pub fn add_to_lib(&mut self, jar: &Path) {
+        let lib = self.lib.get_or_insert_with(|| {
+            let lib = tempfile::tempdir().unwrap();
+            for shipped in std::fs::read_dir(self.home.join("lib")).unwrap() {
+                let shipped = shipped.unwrap().path();
+                std::os::unix::fs::symlink(&shipped, lib.path().join(shipped.file_name().unwrap()))
+                    .unwrap();
+            }
+            lib
+        });
+        std::os::unix::fs::symlink(jar, lib.path().join(jar.file_name().unwrap())).unwrap();
     }
 
     pub fn url(&self) -> String {
@@ -121,6 +141,9 @@ impl FlinkCluster {
             .env("FLINK_LOG_DIR", self.conf.path().join("log"))
             .env("PATH", path)
             .stdin(Stdio::null());
+        if let Some(lib) = &self.lib {
+            command.env("FLINK_LIB_DIR", lib.path());
+        }
         command
     }
 
@@ -156,9 +179,28 @@ impl FlinkCluster {
         }
     }
 
+    /// `flink run -py <script> <spec>`, attached, whatever its outcome.
+    pub fn try_python(&self, script: &Path, spec: &Value) -> Output {
+        self.python_run(script, spec, false).output().unwrap()
+    }
+
     /// `flink run -py <script> <spec>`: detached (`-d`) answers once the job
     /// is submitted; attached waits for it and keeps its output.
     pub fn run_python(&self, script: &Path, spec: &Value, detached: bool) -> Output {
+        let output = self.python_run(script, spec, detached).output().unwrap();
+        assert!(
+            output.status.success(),
+            "flink run {}: {}\n{}",
+            script.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    /// The `flink run` of `script` with `spec` written to a file beside
+    /// the cluster's configuration.
+    fn python_run(&self, script: &Path, spec: &Value, detached: bool) -> Command {
         let spec_file = self
             .conf
             .path()
@@ -170,15 +212,7 @@ impl FlinkCluster {
             command.arg("-d");
         }
         command.arg("-py").arg(script).arg(&spec_file);
-        let output = command.output().unwrap();
-        assert!(
-            output.status.success(),
-            "flink run {}: {}\n{}",
-            script.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output
+        command
     }
 
     /// Cancels a job through Flink's REST API, as an operator would.
@@ -191,7 +225,7 @@ impl FlinkCluster {
         assert_eq!(response.status(), 202, "cancel {flink_job}");
     }
 
-    fn log_tail(&self) -> String {
+    pub fn log_tail(&self) -> String {
         let mut tail = String::new();
         if let Ok(entries) = std::fs::read_dir(self.conf.path().join("log")) {
             for entry in entries.flatten() {

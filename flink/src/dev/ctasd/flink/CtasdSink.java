@@ -1,0 +1,167 @@
+package dev.ctasd.flink;
+
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.flink.api.common.RuntimeExecutionMode;
+import org.apache.flink.configuration.ExecutionOptions;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.table.api.TableException;
+import org.apache.flink.table.catalog.Column;
+import org.apache.flink.table.catalog.ResolvedCatalogTable;
+import org.apache.flink.table.catalog.StagedTable;
+import org.apache.flink.table.connector.ChangelogMode;
+import org.apache.flink.table.connector.sink.DynamicTableSink;
+import org.apache.flink.table.connector.sink.abilities.SupportsStaging;
+import org.apache.flink.table.factories.DynamicTableFactory;
+import org.apache.flink.table.factories.FactoryUtil;
+
+/**
+ * Where a {@code CREATE TABLE … AS SELECT} into a ctasd catalog writes.
+ * {@link #applyStaging} (in the client, at compile time) submits the
+ * statement's table to ctasd as a job with one hook: ctasd refuses a
+ * {@code CREATE TABLE AS} onto a table that exists, skips an {@code IF NOT
+ * EXISTS} one, and answers where the rows go, its staging. The rows are
+ * written there by Flink's own connector for the catalog's kind (the
+ * filesystem connector, with the table's format); the staged table it
+ * returns moves the job through ctasd as Flink moves.
+ */
+final class CtasdSink implements DynamicTableSink, SupportsStaging {
+    /** How long a call from the JobManager may take: commit blocks its main thread. */
+    private static final Duration JOB_MANAGER_TIMEOUT = Duration.ofSeconds(5);
+
+    private final Remote remote;
+    private final DynamicTableFactory.Context context;
+    /** The job ctasd made for this statement, once staged. */
+    private Staged staged;
+
+    CtasdSink(Remote remote, DynamicTableFactory.Context context) {
+        this.remote = remote;
+        this.context = context;
+    }
+
+    /** ctasd's job for the statement: its id, where rows go, or that the hook is skipped. */
+    private static final class Staged {
+        final String job;
+        final Map<String, String> sinkOptions;
+        final boolean skipped;
+
+        Staged(String job, Map<String, String> sinkOptions, boolean skipped) {
+            this.job = job;
+            this.sinkOptions = sinkOptions;
+            this.skipped = skipped;
+        }
+    }
+
+    @Override
+    public ChangelogMode getChangelogMode(ChangelogMode requested) {
+        return ChangelogMode.insertOnly();
+    }
+
+    @Override
+    public StagedTable applyStaging(StagingContext staging) {
+        ResolvedCatalogTable table = context.getCatalogTable();
+        String database = context.getObjectIdentifier().getDatabaseName();
+        String name = context.getObjectIdentifier().getObjectName();
+        List<Map<String, String>> columns = new ArrayList<>();
+        for (Column column : table.getResolvedSchema().getColumns()) {
+            if (column.isPhysical()) {
+                Map<String, String> declared = new LinkedHashMap<>();
+                declared.put("name", column.getName());
+                declared.put("type", column.getDataType().getLogicalType().asSerializableString());
+                columns.add(declared);
+            }
+        }
+        Map<String, Object> definition = new LinkedHashMap<>();
+        definition.put("columns", columns);
+        definition.put("options", new HashMap<>(table.getOptions()));
+        Map<String, Object> target = new LinkedHashMap<>();
+        target.put("catalog", remote.catalog);
+        target.put("database", database);
+        target.put("table", name);
+        Map<String, Object> hook = new LinkedHashMap<>();
+        hook.put("kind", kind(staging.getStagingPurpose()));
+        hook.put("if_not_exists",
+                staging.getStagingPurpose() == StagingPurpose.CREATE_TABLE_AS_IF_NOT_EXISTS);
+        hook.put("target", target);
+        hook.put("table", definition);
+        Map<String, Object> job = new LinkedHashMap<>();
+        job.put("name", "Flink " + context.getObjectIdentifier().asSummaryString());
+        boolean batch = context.getConfiguration().get(ExecutionOptions.RUNTIME_MODE) == RuntimeExecutionMode.BATCH;
+        job.put("mode", batch ? "batch" : "streaming");
+        if (remote.engine != null) {
+            job.put("engine", remote.engine);
+        }
+        List<Object> hooks = new ArrayList<>();
+        hooks.add(hook);
+        job.put("hooks", hooks);
+        CtasdClient.Answer answer;
+        try {
+            answer = remote.client.post("/v1/jobs", job);
+        } catch (IOException e) {
+            throw new TableException("ctasd at " + remote.client.url() + " cannot be reached: " + e.getMessage(), e);
+        }
+        if (!answer.ok()) {
+            throw new TableException("ctasd refused " + context.getObjectIdentifier().asSummaryString() + ": "
+                    + answer.problem());
+        }
+        JsonNode submitted = answer.body.path("hooks").path(0);
+        Map<String, String> sinkOptions = new HashMap<>();
+        submitted.path("write_location").path("sink_options").properties()
+                .forEach(e -> sinkOptions.put(e.getKey(), e.getValue().asText()));
+        staged = new Staged(answer.body.path("id").asText(), sinkOptions, submitted.path("skipped").asBoolean(false));
+        return new CtasdStagedTable(new Remote(remote.client.withTimeout(JOB_MANAGER_TIMEOUT), remote.catalog,
+                remote.engine), staged.job);
+    }
+
+    private static String kind(StagingPurpose purpose) {
+        switch (purpose) {
+            case REPLACE_TABLE_AS:
+                return "replace_table_as";
+            case CREATE_OR_REPLACE_TABLE_AS:
+                return "create_or_replace_table_as";
+            default:
+                return "create_table_as";
+        }
+    }
+
+    @Override
+    public SinkRuntimeProvider getSinkRuntimeProvider(Context sink) {
+        if (staged == null) {
+            throw new TableException("a ctasd catalog takes rows only through CREATE TABLE … AS SELECT made atomic: "
+                    + "SET 'table.rtas-ctas.atomicity-enabled' = 'true'");
+        }
+        Map<String, String> options = new HashMap<>(staged.sinkOptions);
+        if (staged.skipped || options.isEmpty()) {
+            // IF NOT EXISTS onto a table that exists: the rows go nowhere.
+            options.clear();
+            options.put("connector", "blackhole");
+        }
+        DynamicTableSink writer = FactoryUtil.createDynamicTableSink(
+                null,
+                context.getObjectIdentifier(),
+                context.getCatalogTable().copy(options),
+                context.getEnrichmentOptions(),
+                context.getConfiguration(),
+                context.getClassLoader(),
+                context.isTemporary());
+        return writer.getSinkRuntimeProvider(sink);
+    }
+
+    @Override
+    public DynamicTableSink copy() {
+        CtasdSink copy = new CtasdSink(remote, context);
+        copy.staged = staged;
+        return copy;
+    }
+
+    @Override
+    public String asSummaryString() {
+        return "ctasd";
+    }
+}

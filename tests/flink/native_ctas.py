@@ -1,0 +1,54 @@
+"""Plain Flink SQL onto a ctasd catalog, as a Flink user writes it: a
+catalog of type 'ctasd', atomic CTAS switched on, one CREATE TABLE … AS
+SELECT. No ctasd job, sink statement or status report is written by hand.
+
+Usage: flink run -py native_ctas.py <spec.json>, the spec holding
+{"url": ctasd's URL, "catalog": the catalog's name in ctasd and in Flink,
+ "table": the target, "rows": N, "if_not_exists": bool (optional),
+ "fail_at": N (optional: a Python UDF raises at that row)}.
+Prints "REFUSED: <message>" (and fails) when the statement is refused
+before any job runs, "DONE" once its job finished.
+"""
+
+import json
+import sys
+
+from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
+from pyflink.table.udf import udf
+
+spec = json.load(open(sys.argv[1]))
+t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+t_env.execute_sql(
+    f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}')"
+)
+t_env.get_config().set("table.rtas-ctas.atomicity-enabled", "true")
+rows = [(i, f"row {i}") for i in range(spec["rows"])]
+schema = DataTypes.ROW(
+    [DataTypes.FIELD("id", DataTypes.BIGINT()), DataTypes.FIELD("note", DataTypes.STRING())]
+)
+t_env.create_temporary_view("orders", t_env.from_elements(rows, schema))
+ids = "id"
+if "fail_at" in spec:
+    fail_at = spec["fail_at"]
+
+    @udf(result_type=DataTypes.BIGINT())
+    def checked(i):
+        if i >= fail_at:
+            raise ValueError(f"ctasd-e2e: row {i} is refused")
+        return i
+
+    t_env.create_temporary_function("checked", checked)
+    ids = "checked(id)"
+
+if_not_exists = "IF NOT EXISTS " if spec.get("if_not_exists") else ""
+statement = (
+    f"CREATE TABLE {if_not_exists}{spec['catalog']}.`default`.{spec['table']} "
+    f"WITH ('format' = 'csv') AS SELECT {ids} AS id, note FROM orders"
+)
+try:
+    result = t_env.execute_sql(statement)
+except Exception as refused:  # the statement never became a job
+    print(f"REFUSED: {refused}")
+    sys.exit(3)
+result.wait()
+print("DONE")

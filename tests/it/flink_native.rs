@@ -1,0 +1,185 @@
+//! ctasd's Flink catalog jar (`flink/`) on a real Flink 2.3 cluster, with
+//! the jar in the cluster's `lib/`: plain Flink SQL `CREATE TABLE … AS
+//! SELECT` onto a catalog of type `ctasd`, written as a Flink user writes
+//! it. The table appears with every row only when the job finishes; a
+//! refused statement runs no job; a failing job leaves nothing. Checked in
+//! the warehouse's directories and through ctasd's API.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+use crate::helpers::TestApp;
+use crate::helpers::flink::{FlinkCluster, scripts};
+
+/// The jar, built once per test run with `flink/build.sh`, as the README says.
+fn built_jar(flink_home: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let output = std::process::Command::new(root.join("flink/build.sh"))
+                .env("FLINK_HOME", flink_home)
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "flink/build.sh: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            root.join("target/flink/ctasd-flink.jar")
+        })
+        .clone()
+}
+
+/// Every line of every data file of a table directory (hidden files,
+/// ctasd's and Flink's own, left out).
+fn rows_on_disk(table: &Path) -> Vec<String> {
+    let mut rows = Vec::new();
+    for entry in std::fs::read_dir(table).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_file() && !name.starts_with(['.', '_']) {
+            rows.extend(
+                std::fs::read_to_string(&path)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+fn said(output: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+// Several threads: this server answers the Flink client while the test
+// waits for that client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_flink_ctas_onto_a_ctasd_catalog_appears_whole_when_the_job_ends_or_not_at_all() {
+    let Some(mut flink) = FlinkCluster::configured() else {
+        return;
+    };
+    let home = std::env::var("CTASD_TEST_FLINK_HOME").unwrap();
+    flink.add_to_lib(&built_jar(&home));
+    flink.start().await;
+    let app = TestApp::spawn().await;
+    let warehouse = app.scratch("warehouse");
+    std::fs::create_dir_all(warehouse.join("default")).unwrap();
+    let lake = json!({"type": "filesystem", "path": warehouse, "default-database": "default"});
+    assert_eq!(app.register("lake", lake).await.status, 201);
+    let ctas = |table: &str, extra: Value| {
+        let mut spec = json!({"url": app.url(""), "catalog": "lake", "table": table, "rows": 50});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        tokio::task::block_in_place(|| flink.try_python(&scripts().join("native_ctas.py"), &spec))
+    };
+
+    // A CTAS: the table is there, with every row, once the job finished.
+    let done = ctas("daily", json!({}));
+    assert!(
+        done.status.success(),
+        "{}\n{}",
+        said(&done),
+        flink.log_tail()
+    );
+    let table = app
+        .get("/v1/catalogs/lake/databases/default/tables/daily")
+        .await;
+    assert_eq!(table.status, 200, "{}", table.text);
+    let columns: Vec<&str> = table.body["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["id", "note"]);
+    let rows = rows_on_disk(&warehouse.join("default/daily"));
+    assert_eq!(rows.len(), 50, "{rows:?}");
+    assert!(
+        rows.contains(&"7,\"row 7\"".to_owned()) || rows.contains(&"7,row 7".to_owned()),
+        "{rows:?}"
+    );
+    assert_eq!(
+        names_in(&warehouse.join("default")),
+        ["daily"],
+        "no staging left"
+    );
+    let jobs = app.get("/v1/jobs").await;
+    let job = &jobs.body["jobs"][0];
+    assert_eq!(job["status"], "FINISHED", "{}", jobs.text);
+    let job = app
+        .get(&format!("/v1/jobs/{}", job["id"].as_str().unwrap()))
+        .await;
+    let actions: Vec<(&str, &str)> = job.body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap(),
+                a["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    // Flink's filesystem sink makes its directory in the client, before
+    // the JobManager's begin: ctasd adopts it.
+    assert_eq!(
+        actions,
+        [("begin", "adopted"), ("commit", "committed")],
+        "{}",
+        job.text
+    );
+    let flink_job = job.body["engine_job_id"].as_str().unwrap_or_default();
+    assert_eq!(flink_job.len(), 32, "Flink's job id is kept: {}", job.text);
+
+    // The same CTAS onto the table that now exists: refused, no job runs.
+    let refused = ctas("daily", json!({}));
+    assert!(!said(&refused).contains("DONE"), "{}", said(&refused));
+    assert!(said(&refused).contains("REFUSED:"), "{}", said(&refused));
+    assert!(
+        said(&refused).contains("TABLE_EXISTS"),
+        "{}",
+        said(&refused)
+    );
+    assert_eq!(rows_on_disk(&warehouse.join("default/daily")).len(), 50);
+    let jobs = app.get("/v1/jobs").await;
+    assert_eq!(
+        jobs.body["jobs"].as_array().unwrap().len(),
+        1,
+        "ctasd made no job"
+    );
+
+    // A job that fails half-way: no table, no staging.
+    let failed = ctas("broken", json!({"fail_at": 20}));
+    assert!(!failed.status.success(), "{}", said(&failed));
+    let missing = app
+        .get("/v1/catalogs/lake/databases/default/tables/broken")
+        .await;
+    assert_eq!(missing.status, 404, "{}", missing.text);
+    assert_eq!(
+        names_in(&warehouse.join("default")),
+        ["daily"],
+        "nothing left"
+    );
+    flink.stop();
+}
