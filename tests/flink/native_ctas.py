@@ -4,7 +4,8 @@ SELECT. No ctasd job, sink statement or status report is written by hand.
 
 Usage: flink run -py native_ctas.py <spec.json>, the spec holding
 {"url": ctasd's URL, "catalog": the catalog's name in ctasd and in Flink,
- "table": the target, "rows": N, "if_not_exists": bool (optional),
+ "table": the target, "rows": N,
+ "statement": "create" (default) | "if_not_exists" | "create_or_replace",
  "fail_at": N (optional: a Python UDF raises at that row)}.
 Prints "REFUSED: <message>" (and fails) when the statement is refused
 before any job runs, "DONE" once its job finished.
@@ -40,9 +41,13 @@ if "fail_at" in spec:
     t_env.create_temporary_function("checked", checked)
     ids = "checked(id)"
 
-if_not_exists = "IF NOT EXISTS " if spec.get("if_not_exists") else ""
+create = {
+    "create": "CREATE TABLE",
+    "if_not_exists": "CREATE TABLE IF NOT EXISTS",
+    "create_or_replace": "CREATE OR REPLACE TABLE",
+}[spec.get("statement", "create")]
 statement = (
-    f"CREATE TABLE {if_not_exists}{spec['catalog']}.`default`.{spec['table']} "
+    f"{create} {spec['catalog']}.`default`.{spec['table']} "
     f"WITH ('format' = 'csv') AS SELECT {ids} AS id, note FROM orders"
 )
 try:

@@ -169,6 +169,31 @@ async fn plain_flink_ctas_onto_a_ctasd_catalog_appears_whole_when_the_job_ends_o
         "ctasd made no job"
     );
 
+    // IF NOT EXISTS onto it: the job runs, its rows go nowhere.
+    let skipped = ctas("daily", json!({"statement": "if_not_exists", "rows": 10}));
+    assert!(skipped.status.success(), "{}", said(&skipped));
+    assert_eq!(rows_on_disk(&warehouse.join("default/daily")).len(), 50);
+    let jobs = app.get("/v1/jobs").await;
+    let skipping = jobs.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["hooks"][0]["skipped"] == true);
+    assert_eq!(skipping.count(), 1, "{}", jobs.text);
+
+    // CREATE OR REPLACE: the new rows take the old ones' place at the end.
+    let replaced = ctas(
+        "daily",
+        json!({"statement": "create_or_replace", "rows": 20}),
+    );
+    assert!(replaced.status.success(), "{}", said(&replaced));
+    assert_eq!(rows_on_disk(&warehouse.join("default/daily")).len(), 20);
+    assert_eq!(
+        names_in(&warehouse.join("default")),
+        ["daily"],
+        "no staging left"
+    );
+
     // A job that fails half-way: no table, no staging.
     let failed = ctas("broken", json!({"fail_at": 20}));
     assert!(!failed.status.success(), "{}", said(&failed));
