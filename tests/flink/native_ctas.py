@@ -4,7 +4,8 @@ SELECT. No ctasd job, sink statement or status report is written by hand.
 
 Usage: flink run -py native_ctas.py <spec.json>, the spec holding
 {"url": ctasd's URL, "catalog": the catalog's name in ctasd and in Flink,
- "table": the target, "rows": N,
+ "table": the target, "database": its database (default "default"),
+ "password": the catalog database's password (optional), "rows": N,
  "statement": "create" (default) | "if_not_exists" | "create_or_replace",
  "fail_at": N (optional: a Python UDF raises at that row)}.
 Prints "REFUSED: <message>" (and fails) when the statement is refused
@@ -19,8 +20,9 @@ from pyflink.table.udf import udf
 
 spec = json.load(open(sys.argv[1]))
 t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+password = f", 'password' = '{spec['password']}'" if "password" in spec else ""
 t_env.execute_sql(
-    f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}')"
+    f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}'{password})"
 )
 t_env.get_config().set("table.rtas-ctas.atomicity-enabled", "true")
 rows = [(i, f"row {i}") for i in range(spec["rows"])]
@@ -47,7 +49,7 @@ create = {
     "create_or_replace": "CREATE OR REPLACE TABLE",
 }[spec.get("statement", "create")]
 statement = (
-    f"{create} {spec['catalog']}.`default`.{spec['table']} "
+    f"{create} {spec['catalog']}.`{spec.get('database', 'default')}`.{spec['table']} "
     f"WITH ('format' = 'csv') AS SELECT {ids} AS id, note FROM orders"
 )
 try:

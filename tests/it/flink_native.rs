@@ -208,3 +208,64 @@ async fn plain_flink_ctas_onto_a_ctasd_catalog_appears_whole_when_the_job_ends_o
     );
     flink.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_flink_ctas_onto_a_postgres_catalog_publishes_its_rows_at_the_end_only() {
+    let Some(pg) = crate::helpers::TestPostgres::create().await else {
+        return;
+    };
+    let Some(mut flink) = FlinkCluster::configured() else {
+        return;
+    };
+    let home = std::env::var("CTASD_TEST_FLINK_HOME").unwrap();
+    flink.add_to_lib(&built_jar(&home));
+    // The database's JDBC driver, from Debian's libpostgresql-jdbc-java.
+    flink.add_to_lib(Path::new("/usr/share/java/postgresql.jar"));
+    flink.start().await;
+    let app = TestApp::spawn().await;
+    let options = crate::helpers::postgres_options(&pg);
+    assert_eq!(app.register("pg", options).await.status, 201);
+    let ctas = |table: &str, extra: Value| {
+        let mut spec = json!({"url": app.url(""), "catalog": "pg", "database": pg.database,
+                              "password": crate::helpers::SECRET, "table": table, "rows": 1200});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        tokio::task::block_in_place(|| flink.try_python(&scripts().join("native_ctas.py"), &spec))
+    };
+    let count = |table: &'static str| {
+        let pg = &pg;
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(format!(
+                "SELECT count(*) FROM \"{table}\""
+            )))
+            .fetch_one(&mut pg.connect().await)
+            .await
+            .ok()
+        }
+    };
+    let tables = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1",
+        )
+        .fetch_all(&mut pg.connect().await)
+        .await
+        .unwrap()
+    };
+
+    let done = ctas("daily", json!({}));
+    assert!(
+        done.status.success(),
+        "{}\n{}",
+        said(&done),
+        flink.log_tail()
+    );
+    assert_eq!(count("daily").await, Some(1200), "every row, in batches");
+    assert_eq!(tables().await, ["daily"], "no staging left");
+
+    let failed = ctas("broken", json!({"fail_at": 700}));
+    assert!(!failed.status.success(), "{}", said(&failed));
+    assert_eq!(count("broken").await, None, "no table");
+    assert_eq!(tables().await, ["daily"], "no staging left");
+    flink.stop();
+}

@@ -34,10 +34,13 @@ import org.apache.flink.table.api.DataTypes;
  */
 final class CtasdCatalog extends GenericInMemoryCatalog {
     private final Remote remote;
+    /** The password of the catalog's database (jdbc), for the rows a CTAS writes; or null. */
+    private final String password;
 
-    CtasdCatalog(String name, String defaultDatabase, Remote remote) {
+    CtasdCatalog(String name, String defaultDatabase, Remote remote, String password) {
         super(name, defaultDatabase == null ? defaultDatabaseOf(remote) : defaultDatabase);
         this.remote = remote;
+        this.password = password;
     }
 
     /** ctasd's default database of the catalog, asked once at CREATE CATALOG. */
@@ -73,7 +76,7 @@ final class CtasdCatalog extends GenericInMemoryCatalog {
 
     @Override
     public Optional<Factory> getFactory() {
-        return Optional.of(new CtasdTableFactory(remote));
+        return Optional.of(new CtasdTableFactory(remote, password));
     }
 
     @Override

@@ -29,6 +29,11 @@ public final class CtasdCatalogFactory implements CatalogFactory {
             .withDescription("the ctasd engine that watches these jobs as a safety net");
     static final ConfigOption<String> TOKEN =
             ConfigOptions.key("token").stringType().noDefaultValue().withDescription("a ctasd bearer token");
+    static final ConfigOption<String> PASSWORD = ConfigOptions.key("password")
+            .stringType()
+            .noDefaultValue()
+            .withDescription("the password of a jdbc catalog's database, which ctasd never hands out; "
+                    + "the rows of a CTAS are written into its staging with it");
     static final ConfigOption<String> DEFAULT_DATABASE = ConfigOptions.key("default-database")
             .stringType()
             .noDefaultValue()
@@ -56,6 +61,7 @@ public final class CtasdCatalogFactory implements CatalogFactory {
         optional.add(ENGINE);
         optional.add(TOKEN);
         optional.add(DEFAULT_DATABASE);
+        optional.add(PASSWORD);
         return optional;
     }
 
@@ -71,6 +77,7 @@ public final class CtasdCatalogFactory implements CatalogFactory {
         return new CtasdCatalog(
                 context.getName(),
                 options.get(DEFAULT_DATABASE.key()),
-                new Remote(client, remote, options.get(ENGINE.key())));
+                new Remote(client, remote, options.get(ENGINE.key())),
+                options.get(PASSWORD.key()));
     }
 }

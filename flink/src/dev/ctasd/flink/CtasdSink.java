@@ -17,9 +17,11 @@ import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.StagedTable;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.sink.DynamicTableSink;
+import org.apache.flink.table.connector.sink.SinkV2Provider;
 import org.apache.flink.table.connector.sink.abilities.SupportsStaging;
 import org.apache.flink.table.factories.DynamicTableFactory;
 import org.apache.flink.table.factories.FactoryUtil;
+import org.apache.flink.table.types.logical.LogicalType;
 
 /**
  * Where a {@code CREATE TABLE … AS SELECT} into a ctasd catalog writes.
@@ -36,12 +38,15 @@ final class CtasdSink implements DynamicTableSink, SupportsStaging {
     private static final Duration JOB_MANAGER_TIMEOUT = Duration.ofSeconds(5);
 
     private final Remote remote;
+    /** The password of a jdbc catalog's database, or null. */
+    private final String password;
     private final DynamicTableFactory.Context context;
     /** The job ctasd made for this statement, once staged. */
     private Staged staged;
 
-    CtasdSink(Remote remote, DynamicTableFactory.Context context) {
+    CtasdSink(Remote remote, String password, DynamicTableFactory.Context context) {
         this.remote = remote;
+        this.password = password;
         this.context = context;
     }
 
@@ -137,6 +142,19 @@ final class CtasdSink implements DynamicTableSink, SupportsStaging {
                     + "SET 'table.rtas-ctas.atomicity-enabled' = 'true'");
         }
         Map<String, String> options = new HashMap<>(staged.sinkOptions);
+        if (!staged.skipped && "jdbc".equals(options.get("connector"))) {
+            // Flink's JDBC connector may be missing: the staging table is written here.
+            List<String> names = new ArrayList<>();
+            List<LogicalType> types = new ArrayList<>();
+            for (Column column : context.getCatalogTable().getResolvedSchema().getColumns()) {
+                if (column.isPhysical()) {
+                    names.add(column.getName());
+                    types.add(column.getDataType().getLogicalType());
+                }
+            }
+            return SinkV2Provider.of(new JdbcStagingSink(options.get("url"), options.get("table-name"),
+                    options.get("username"), password, names, types));
+        }
         if (staged.skipped || options.isEmpty()) {
             // IF NOT EXISTS onto a table that exists: the rows go nowhere.
             options.clear();
@@ -155,7 +173,7 @@ final class CtasdSink implements DynamicTableSink, SupportsStaging {
 
     @Override
     public DynamicTableSink copy() {
-        CtasdSink copy = new CtasdSink(remote, context);
+        CtasdSink copy = new CtasdSink(remote, password, context);
         copy.staged = staged;
         return copy;
     }

@@ -15,9 +15,11 @@ import org.apache.flink.table.factories.DynamicTableSinkFactory;
  */
 final class CtasdTableFactory implements DynamicTableSinkFactory {
     private final Remote remote;
+    private final String password;
 
-    CtasdTableFactory(Remote remote) {
+    CtasdTableFactory(Remote remote, String password) {
         this.remote = remote;
+        this.password = password;
     }
 
     @Override
@@ -37,6 +39,6 @@ final class CtasdTableFactory implements DynamicTableSinkFactory {
 
     @Override
     public DynamicTableSink createDynamicTableSink(Context context) {
-        return new CtasdSink(remote, context);
+        return new CtasdSink(remote, password, context);
     }
 }
