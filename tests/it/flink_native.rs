@@ -63,6 +63,24 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// `native_ctas.py` with `spec`, `extra` added to it, run to its end.
+fn run_native(flink: &FlinkCluster, mut spec: Value, extra: Value) -> Output {
+    spec.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    tokio::task::block_in_place(|| flink.try_python(&scripts().join("native_ctas.py"), &spec))
+}
+
+/// A statement's success, or what it said and the cluster's log.
+fn assert_done(flink: &FlinkCluster, done: &Output) {
+    assert!(
+        done.status.success(),
+        "{}\n{}",
+        said(done),
+        flink.log_tail()
+    );
+}
+
 fn said(output: &Output) -> String {
     format!(
         "{}\n{}",
@@ -87,21 +105,12 @@ async fn plain_flink_ctas_onto_a_ctasd_catalog_appears_whole_when_the_job_ends_o
     let lake = json!({"type": "filesystem", "path": warehouse, "default-database": "default"});
     assert_eq!(app.register("lake", lake).await.status, 201);
     let ctas = |table: &str, extra: Value| {
-        let mut spec = json!({"url": app.url(""), "catalog": "lake", "table": table, "rows": 50});
-        spec.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        tokio::task::block_in_place(|| flink.try_python(&scripts().join("native_ctas.py"), &spec))
+        let spec = json!({"url": app.url(""), "catalog": "lake", "table": table, "rows": 50});
+        run_native(&flink, spec, extra)
     };
 
     // A CTAS: the table is there, with every row, once the job finished.
-    let done = ctas("daily", json!({}));
-    assert!(
-        done.status.success(),
-        "{}\n{}",
-        said(&done),
-        flink.log_tail()
-    );
+    assert_done(&flink, &ctas("daily", json!({})));
     let table = app
         .get("/v1/catalogs/lake/databases/default/tables/daily")
         .await;
@@ -226,12 +235,9 @@ async fn plain_flink_ctas_onto_a_postgres_catalog_publishes_its_rows_at_the_end_
     let options = crate::helpers::postgres_options(&pg);
     assert_eq!(app.register("pg", options).await.status, 201);
     let ctas = |table: &str, extra: Value| {
-        let mut spec = json!({"url": app.url(""), "catalog": "pg", "database": pg.database,
+        let spec = json!({"url": app.url(""), "catalog": "pg", "database": pg.database,
                               "password": crate::helpers::SECRET, "table": table, "rows": 1200});
-        spec.as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
-        tokio::task::block_in_place(|| flink.try_python(&scripts().join("native_ctas.py"), &spec))
+        run_native(&flink, spec, extra)
     };
     let count = |table: &'static str| {
         let pg = &pg;
@@ -253,13 +259,7 @@ async fn plain_flink_ctas_onto_a_postgres_catalog_publishes_its_rows_at_the_end_
         .unwrap()
     };
 
-    let done = ctas("daily", json!({}));
-    assert!(
-        done.status.success(),
-        "{}\n{}",
-        said(&done),
-        flink.log_tail()
-    );
+    assert_done(&flink, &ctas("daily", json!({})));
     assert_eq!(count("daily").await, Some(1200), "every row, in batches");
     assert_eq!(tables().await, ["daily"], "no staging left");
 
