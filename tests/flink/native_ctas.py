@@ -7,7 +7,10 @@ Usage: flink run -py native_ctas.py <spec.json>, the spec holding
  "table": the target, "database": its database (default "default"),
  "password": the catalog database's password (optional), "rows": N,
  "statement": "create" (default) | "if_not_exists" | "create_or_replace",
- "fail_at": N (optional: a Python UDF raises at that row)}.
+ "fail_at": N (optional: a Python UDF raises at that row),
+ "rows_per_second": N (optional: a datagen source, that slow),
+ "engine": the ctasd engine that watches (optional),
+ "detached": bool (optional: submit and return, as `flink run -d`)}.
 Prints "REFUSED: <message>" (and fails) when the statement is refused
 before any job runs, "DONE" once its job finished.
 """
@@ -20,16 +23,22 @@ from pyflink.table.udf import udf
 
 spec = json.load(open(sys.argv[1]))
 t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
-password = f", 'password' = '{spec['password']}'" if "password" in spec else ""
+extra = "".join(f", '{key}' = '{spec[key]}'" for key in ("password", "engine") if key in spec)
 t_env.execute_sql(
-    f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}'{password})"
+    f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}'{extra})"
 )
 t_env.get_config().set("table.rtas-ctas.atomicity-enabled", "true")
 rows = [(i, f"row {i}") for i in range(spec["rows"])]
 schema = DataTypes.ROW(
     [DataTypes.FIELD("id", DataTypes.BIGINT()), DataTypes.FIELD("note", DataTypes.STRING())]
 )
-t_env.create_temporary_view("orders", t_env.from_elements(rows, schema))
+if "rows_per_second" in spec:
+    t_env.execute_sql(
+        "CREATE TEMPORARY TABLE orders (id BIGINT, note STRING) WITH ('connector' = 'datagen', "
+        f"'rows-per-second' = '{spec['rows_per_second']}', 'number-of-rows' = '{spec['rows']}')"
+    )
+else:
+    t_env.create_temporary_view("orders", t_env.from_elements(rows, schema))
 ids = "id"
 if "fail_at" in spec:
     fail_at = spec["fail_at"]
@@ -57,5 +66,6 @@ try:
 except Exception as refused:  # the statement never became a job
     print(f"REFUSED: {refused}")
     sys.exit(3)
-result.wait()
+if not spec.get("detached"):
+    result.wait()
 print("DONE")

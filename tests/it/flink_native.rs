@@ -269,3 +269,104 @@ async fn plain_flink_ctas_onto_a_postgres_catalog_publishes_its_rows_at_the_end_
     assert_eq!(tables().await, ["daily"], "no staging left");
     flink.stop();
 }
+
+/// The ctasd job of the statement onto `table`, once its staged table has
+/// begun on the JobManager (it then carries Flink's job id).
+async fn begun(app: &TestApp, table: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let jobs = app.get("/v1/jobs").await;
+        let found = jobs.body["jobs"].as_array().unwrap().iter().find(|j| {
+            j["hooks"][0]["target"]["table"] == table && j["engine_job_id"].as_str().is_some()
+        });
+        if let Some(job) = found {
+            return job.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", jobs.text);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the ctasd job reaches `status`, all of its actions done.
+async fn settled_as(app: &TestApp, id: &str, status: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let job = app.get(&format!("/v1/jobs/{id}")).await;
+        if job.body["status"] == status && job.body["settlement"] == "settled" {
+            return job.body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", job.text);
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_ctas_leaves_nothing_and_one_ctasd_could_not_be_told_of_is_finished_by_its_watcher()
+ {
+    let Some(mut flink) = FlinkCluster::configured() else {
+        return;
+    };
+    let home = std::env::var("CTASD_TEST_FLINK_HOME").unwrap();
+    flink.add_to_lib(&built_jar(&home));
+    flink.start().await;
+    let app = TestApp::spawn().await;
+    let warehouse = app.scratch("warehouse");
+    std::fs::create_dir_all(warehouse.join("default")).unwrap();
+    let lake = json!({"type": "filesystem", "path": warehouse, "default-database": "default"});
+    assert_eq!(app.register("lake", lake).await.status, 201);
+    let engine = json!({"name": "flink", "url": flink.url(), "poll_interval_ms": 200});
+    assert_eq!(app.post("/v1/engines", &engine).await.status, 201);
+    // The JobManager reaches ctasd through a proxy the test can cut.
+    let proxy = crate::helpers::TcpProxy::start(app.addr).await;
+    let through_proxy = format!("http://127.0.0.1:{}", proxy.port);
+    let submit = |table: &str, rows: u64| {
+        let spec = json!({"url": through_proxy, "catalog": "lake", "table": table, "rows": rows,
+                          "rows_per_second": 50, "engine": "flink", "detached": true});
+        tokio::task::block_in_place(|| {
+            flink.run_python(&scripts().join("native_ctas.py"), &spec, true)
+        })
+    };
+
+    // Cancelled while it runs: aborted, nothing left.
+    submit("cancelled", 100_000);
+    let job = begun(&app, "cancelled").await;
+    flink.cancel(job["engine_job_id"].as_str().unwrap()).await;
+    let id = job["id"].as_str().unwrap();
+    let ended = settled_as(&app, id, "FAILED").await;
+    assert!(
+        ended["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["action"] == "abort" && a["state"] == "done"),
+        "{ended}"
+    );
+    assert_eq!(
+        names_in(&warehouse.join("default")),
+        Vec::<String>::new(),
+        "nothing left"
+    );
+
+    // ctasd cannot be reached when the job finishes: the JobManager lives
+    // on, and ctasd's watcher publishes the table from Flink's FINISHED.
+    submit("late", 150);
+    let job = begun(&app, "late").await;
+    proxy.refuse();
+    let id = job["id"].as_str().unwrap();
+    let ended = settled_as(&app, id, "FINISHED").await;
+    let commits: Vec<&Value> = ended["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "commit")
+        .collect();
+    assert_eq!(commits.len(), 1, "{ended}");
+    assert_eq!(commits[0]["outcome"], "committed", "{ended}");
+    assert_eq!(rows_on_disk(&warehouse.join("default/late")).len(), 150);
+    assert_eq!(names_in(&warehouse.join("default")), ["late"]);
+    let overview = reqwest::get(format!("{}/overview", flink.url()))
+        .await
+        .unwrap();
+    assert_eq!(overview.status(), 200, "the JobManager survived");
+    flink.stop();
+}
