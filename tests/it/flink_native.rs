@@ -81,6 +81,22 @@ fn assert_done(flink: &FlinkCluster, done: &Output) {
     );
 }
 
+/// A Flink cluster with the jar in its `lib/`, and a server with a
+/// `filesystem` catalog `lake` on a warehouse (its `default` database
+/// made); `None` when the suite is not configured.
+async fn a_lake_on_flink() -> Option<(FlinkCluster, TestApp, PathBuf)> {
+    let mut flink = FlinkCluster::configured()?;
+    let home = std::env::var("CTASD_TEST_FLINK_HOME").unwrap();
+    flink.add_to_lib(&built_jar(&home));
+    flink.start().await;
+    let app = TestApp::spawn().await;
+    let warehouse = app.scratch("warehouse");
+    std::fs::create_dir_all(warehouse.join("default")).unwrap();
+    let lake = json!({"type": "filesystem", "path": warehouse, "default-database": "default"});
+    assert_eq!(app.register("lake", lake).await.status, 201);
+    Some((flink, app, warehouse))
+}
+
 fn said(output: &Output) -> String {
     format!(
         "{}\n{}",
@@ -93,17 +109,9 @@ fn said(output: &Output) -> String {
 // waits for that client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_flink_ctas_onto_a_ctasd_catalog_appears_whole_when_the_job_ends_or_not_at_all() {
-    let Some(mut flink) = FlinkCluster::configured() else {
+    let Some((mut flink, app, warehouse)) = a_lake_on_flink().await else {
         return;
     };
-    let home = std::env::var("CTASD_TEST_FLINK_HOME").unwrap();
-    flink.add_to_lib(&built_jar(&home));
-    flink.start().await;
-    let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    std::fs::create_dir_all(warehouse.join("default")).unwrap();
-    let lake = json!({"type": "filesystem", "path": warehouse, "default-database": "default"});
-    assert_eq!(app.register("lake", lake).await.status, 201);
     let ctas = |table: &str, extra: Value| {
         let spec = json!({"url": app.url(""), "catalog": "lake", "table": table, "rows": 50});
         run_native(&flink, spec, extra)
@@ -303,17 +311,9 @@ async fn settled_as(app: &TestApp, id: &str, status: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_ctas_leaves_nothing_and_one_ctasd_could_not_be_told_of_is_finished_by_its_watcher()
  {
-    let Some(mut flink) = FlinkCluster::configured() else {
+    let Some((mut flink, app, warehouse)) = a_lake_on_flink().await else {
         return;
     };
-    let home = std::env::var("CTASD_TEST_FLINK_HOME").unwrap();
-    flink.add_to_lib(&built_jar(&home));
-    flink.start().await;
-    let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    std::fs::create_dir_all(warehouse.join("default")).unwrap();
-    let lake = json!({"type": "filesystem", "path": warehouse, "default-database": "default"});
-    assert_eq!(app.register("lake", lake).await.status, 201);
     let engine = json!({"name": "flink", "url": flink.url(), "poll_interval_ms": 200});
     assert_eq!(app.post("/v1/engines", &engine).await.status, 201);
     // The JobManager reaches ctasd through a proxy the test can cut.
