@@ -10,7 +10,8 @@ Usage: flink run -py native_ctas.py <spec.json>, the spec holding
  "fail_at": N (optional: a Python UDF raises at that row),
  "rows_per_second": N (optional: a datagen source, that slow),
  "engine": the ctasd engine that watches (optional),
- "detached": bool (optional: submit and return, as `flink run -d`)}.
+ "detached": bool (optional: submit and return, as `flink run -d`),
+ "ddl": [statements] (optional: run first, each to its end)}.
 Prints "REFUSED: <message>" (and fails) when the statement is refused
 before any job runs, "DONE" once its job finished.
 """
@@ -28,6 +29,12 @@ t_env.execute_sql(
     f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}'{extra})"
 )
 t_env.get_config().set("table.rtas-ctas.atomicity-enabled", "true")
+for ddl in spec.get("ddl", []):
+    try:
+        t_env.execute_sql(ddl)
+        print(f"DDL DONE: {ddl}")
+    except Exception as refused:
+        print(f"DDL REFUSED: {ddl}: {refused}")
 rows = [(i, f"row {i}") for i in range(spec["rows"])]
 schema = DataTypes.ROW(
     [DataTypes.FIELD("id", DataTypes.BIGINT()), DataTypes.FIELD("note", DataTypes.STRING())]

@@ -15,6 +15,7 @@ import org.apache.flink.table.catalog.CatalogDatabaseImpl;
 import org.apache.flink.table.catalog.CatalogTable;
 import org.apache.flink.table.catalog.GenericInMemoryCatalog;
 import org.apache.flink.table.catalog.ObjectPath;
+import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.exceptions.CatalogException;
 import org.apache.flink.table.catalog.exceptions.DatabaseNotExistException;
 import org.apache.flink.table.catalog.exceptions.TableAlreadyExistException;
@@ -169,11 +170,40 @@ final class CtasdCatalog extends GenericInMemoryCatalog {
         return column.path("nullable").asBoolean(true) ? type.nullable() : type.notNull();
     }
 
+    /**
+     * Plain {@code CREATE TABLE}: a ctasd job in streaming mode with one
+     * hook, reported CREATED (ctasd creates the table, as for a streaming
+     * CTAS, through its ledger) and FINISHED (a streaming table stays).
+     */
     @Override
     public void createTable(ObjectPath path, CatalogBaseTable table, boolean ignoreIfExists)
             throws TableAlreadyExistException {
-        throw new CatalogException("a ctasd catalog makes tables with CREATE TABLE … AS SELECT (with "
-                + "'table.rtas-ctas.atomicity-enabled' = 'true'), which ctasd publishes atomically");
+        if (!(table instanceof ResolvedCatalogTable)) {
+            throw new CatalogException("a ctasd catalog holds tables, not views: " + path.getFullName());
+        }
+        Map<String, Object> hook = Staging.hook("create_table_as", ignoreIfExists, remote.catalog,
+                path.getDatabaseName(), path.getObjectName(), (ResolvedCatalogTable) table);
+        Map<String, Object> job = Staging.job("Flink CREATE TABLE " + path.getFullName(), "streaming", null, hook);
+        CtasdClient.Answer created = ask(() -> remote.client.post("/v1/jobs", job), remote);
+        if (created.status == 409 && "TABLE_EXISTS".equals(created.body.path("code").asText())) {
+            throw new TableAlreadyExistException(getName(), path);
+        }
+        if (!created.ok()) {
+            throw new CatalogException("ctasd refused to create " + path.getFullName() + ": " + created.problem());
+        }
+        String id = "/v1/jobs/" + CtasdClient.segment(created.body.path("id").asText()) + "/status";
+        for (String status : new String[] {"CREATED", "FINISHED"}) {
+            Map<String, Object> report = new HashMap<>();
+            report.put("status", status);
+            CtasdClient.Answer moved = ask(() -> remote.client.put(id, report), remote);
+            if (!moved.ok()) {
+                throw new CatalogException("ctasd could not create " + path.getFullName() + ": " + moved.problem());
+            }
+            for (JsonNode failure : moved.body.path("job").path("failures")) {
+                throw new CatalogException("ctasd could not create " + path.getFullName() + ": "
+                        + failure.path("error").asText());
+            }
+        }
     }
 
     @Override

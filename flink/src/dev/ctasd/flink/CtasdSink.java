@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -13,7 +12,6 @@ import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.api.TableException;
 import org.apache.flink.table.catalog.Column;
-import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.StagedTable;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.sink.DynamicTableSink;
@@ -70,41 +68,13 @@ final class CtasdSink implements DynamicTableSink, SupportsStaging {
 
     @Override
     public StagedTable applyStaging(StagingContext staging) {
-        ResolvedCatalogTable table = context.getCatalogTable();
-        String database = context.getObjectIdentifier().getDatabaseName();
-        String name = context.getObjectIdentifier().getObjectName();
-        List<Map<String, String>> columns = new ArrayList<>();
-        for (Column column : table.getResolvedSchema().getColumns()) {
-            if (column.isPhysical()) {
-                Map<String, String> declared = new LinkedHashMap<>();
-                declared.put("name", column.getName());
-                declared.put("type", column.getDataType().getLogicalType().asSerializableString());
-                columns.add(declared);
-            }
-        }
-        Map<String, Object> definition = new LinkedHashMap<>();
-        definition.put("columns", columns);
-        definition.put("options", new HashMap<>(table.getOptions()));
-        Map<String, Object> target = new LinkedHashMap<>();
-        target.put("catalog", remote.catalog);
-        target.put("database", database);
-        target.put("table", name);
-        Map<String, Object> hook = new LinkedHashMap<>();
-        hook.put("kind", kind(staging.getStagingPurpose()));
-        hook.put("if_not_exists",
-                staging.getStagingPurpose() == StagingPurpose.CREATE_TABLE_AS_IF_NOT_EXISTS);
-        hook.put("target", target);
-        hook.put("table", definition);
-        Map<String, Object> job = new LinkedHashMap<>();
-        job.put("name", "Flink " + context.getObjectIdentifier().asSummaryString());
+        Map<String, Object> hook = Staging.hook(kind(staging.getStagingPurpose()),
+                staging.getStagingPurpose() == StagingPurpose.CREATE_TABLE_AS_IF_NOT_EXISTS, remote.catalog,
+                context.getObjectIdentifier().getDatabaseName(), context.getObjectIdentifier().getObjectName(),
+                context.getCatalogTable());
         boolean batch = context.getConfiguration().get(ExecutionOptions.RUNTIME_MODE) == RuntimeExecutionMode.BATCH;
-        job.put("mode", batch ? "batch" : "streaming");
-        if (remote.engine != null) {
-            job.put("engine", remote.engine);
-        }
-        List<Object> hooks = new ArrayList<>();
-        hooks.add(hook);
-        job.put("hooks", hooks);
+        Map<String, Object> job = Staging.job("Flink " + context.getObjectIdentifier().asSummaryString(),
+                batch ? "batch" : "streaming", remote.engine, hook);
         CtasdClient.Answer answer;
         try {
             answer = remote.client.post("/v1/jobs", job);
