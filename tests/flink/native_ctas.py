@@ -11,7 +11,8 @@ Usage: flink run -py native_ctas.py <spec.json>, the spec holding
  "rows_per_second": N (optional: a datagen source, that slow),
  "engine": the ctasd engine that watches (optional),
  "detached": bool (optional: submit and return, as `flink run -d`),
- "ddl": [statements] (optional: run first, each to its end)}.
+ "ddl": [statements] (optional: run first, each to its end),
+ "mode": "batch" (default) | "streaming"}.
 Prints "REFUSED: <message>" (and fails) when the statement is refused
 before any job runs, "DONE" once its job finished.
 """
@@ -23,7 +24,11 @@ from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import udf
 
 spec = json.load(open(sys.argv[1]))
-t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+t_env = TableEnvironment.create(
+    EnvironmentSettings.in_streaming_mode()
+    if spec.get("mode") == "streaming"
+    else EnvironmentSettings.in_batch_mode()
+)
 extra = "".join(f", '{key}' = '{spec[key]}'" for key in ("password", "engine") if key in spec)
 t_env.execute_sql(
     f"CREATE CATALOG {spec['catalog']} WITH ('type' = 'ctasd', 'url' = '{spec['url']}'{extra})"

@@ -355,7 +355,8 @@ async fn a_cancelled_ctas_leaves_nothing_and_one_ctasd_could_not_be_told_of_is_f
     let through_proxy = format!("http://127.0.0.1:{}", proxy.port);
     let submit = |table: &str, rows: u64| {
         let spec = json!({"url": through_proxy, "catalog": "lake", "table": table, "rows": rows,
-                          "rows_per_second": 50, "engine": "flink", "detached": true});
+                          "rows_per_second": 50, "engine": "flink", "detached": true,
+                          "mode": if table == "events" { "streaming" } else { "batch" }});
         tokio::task::block_in_place(|| {
             flink.run_python(&scripts().join("native_ctas.py"), &spec, true)
         })
@@ -380,6 +381,23 @@ async fn a_cancelled_ctas_leaves_nothing_and_one_ctasd_could_not_be_told_of_is_f
         Vec::<String>::new(),
         "nothing left"
     );
+
+    // A streaming CTAS: its table is there from the start and stays when
+    // the job is cancelled.
+    submit("events", 100_000);
+    let job = begun(&app, "events").await;
+    assert_eq!(
+        names_in(&warehouse.join("default")),
+        ["events"],
+        "there from the start"
+    );
+    flink.cancel(job["engine_job_id"].as_str().unwrap()).await;
+    settled_as(&app, job["id"].as_str().unwrap(), "FAILED").await;
+    let kept = app
+        .get("/v1/catalogs/lake/databases/default/tables/events")
+        .await;
+    assert_eq!(kept.status, 200, "a streaming table stays: {}", kept.text);
+    std::fs::remove_dir_all(warehouse.join("default/events")).unwrap();
 
     // ctasd cannot be reached when the job finishes: the JobManager lives
     // on, and ctasd's watcher publishes the table from Flink's FINISHED.
