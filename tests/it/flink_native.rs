@@ -365,6 +365,17 @@ async fn a_cancelled_ctas_leaves_nothing_and_one_ctasd_could_not_be_told_of_is_f
     // Cancelled while it runs: aborted, nothing left.
     submit("cancelled", 100_000);
     let job = begun(&app, "cancelled").await;
+    // While it runs, the table is not there: not in ctasd, not on disk
+    // (only ctasd's hidden staging is).
+    let running = app
+        .get("/v1/catalogs/lake/databases/default/tables/cancelled")
+        .await;
+    assert_eq!(running.status, 404, "{}", running.text);
+    let on_disk = names_in(&warehouse.join("default"));
+    assert!(
+        on_disk.len() == 1 && on_disk[0].starts_with("_ctasd_stg_"),
+        "{on_disk:?}"
+    );
     flink.cancel(job["engine_job_id"].as_str().unwrap()).await;
     let id = job["id"].as_str().unwrap();
     let ended = settled_as(&app, id, "FAILED").await;
