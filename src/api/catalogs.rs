@@ -30,7 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_catalog, alter_catalog, drop_catalog))
         .routes(routes!(list_databases))
         .routes(routes!(list_tables))
-        .routes(routes!(get_table))
+        .routes(routes!(get_table, drop_table))
 }
 
 /// A catalog to register.
@@ -218,6 +218,50 @@ pub struct Table {
     /// Flink connector options that read the table (no secrets).
     #[schema(value_type = StringMap)]
     pub options: BTreeMap<String, String>,
+}
+
+/// Where a table is, as its routes' path names it.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TablePath {
+    /// Catalog name
+    #[param(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+    pub catalog: String,
+    /// Database name
+    pub database: String,
+    /// Table name
+    pub table: String,
+}
+
+/// DROP TABLE: only a table ctasd can prove it published (its marker,
+/// naming this installation, on the table: a `filesystem` table's
+/// `_ctasd_commit`, a PostgreSQL table's row type, a SQLite table's DDL),
+/// and none an unfinished job targets.
+#[utoipa::path(
+    delete,
+    path = "/v1/catalogs/{catalog}/databases/{database}/tables/{table}",
+    tag = "browse",
+    params(TablePath),
+    responses(
+        (status = 204, description = "Dropped"),
+        (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND` or `TABLE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`TABLE_NOT_OWNED` (ctasd cannot prove it published it) or `TABLE_IN_USE`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+async fn drop_table(
+    _: Authorized<need::ManageCatalogs>,
+    State(state): State<AppState>,
+    ApiPath((catalog, database, table)): ApiPath<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let database = path_object_name("database name", &database)?;
+    let table = path_object_name("table name", &table)?;
+    let name = path_catalog_name(&catalog)?;
+    state.services.drop_table(&name, &database, &table).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 fn path_catalog_name(name: &str) -> Result<CatalogName, ApiError> {
@@ -512,11 +556,7 @@ async fn list_tables(
     get,
     path = "/v1/catalogs/{catalog}/databases/{database}/tables/{table}",
     tag = "browse",
-    params(
-        ("catalog" = String, Path, description = "Catalog name", pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"),
-        ("database" = String, Path, description = "Database name"),
-        ("table" = String, Path, description = "Table name"),
-    ),
+    params(TablePath),
     responses(
         (status = 200, description = "The table and its columns, in order", body = Table),
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),

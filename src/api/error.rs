@@ -84,6 +84,7 @@ pub enum ProblemCode {
     IdempotencyKeyReused,
     IdempotencyKeyInUse,
     IdempotentAnswerUnreadable,
+    TableInUse,
     EngineJobIdTaken,
     JobWatched,
     EngineNotFound,
@@ -115,7 +116,7 @@ impl ProblemCode {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            IdempotencyKeyInUse | IdempotentAnswerUnreadable => StatusCode::CONFLICT,
+            IdempotencyKeyInUse | IdempotentAnswerUnreadable | TableInUse => StatusCode::CONFLICT,
             RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
             | TableNotOwned | StagingMissing | JobExists | TransitionIllegal | StaleRun
@@ -210,6 +211,7 @@ impl ProblemCode {
             IdempotencyKeyReused => "Idempotency key used for another request",
             IdempotencyKeyInUse => "Idempotency key in use",
             IdempotentAnswerUnreadable => "Idempotent answer unreadable",
+            TableInUse => "Table in use",
             EngineJobIdTaken => "Engine job id taken",
             JobWatched => "Job watched by its engine",
             EngineNotFound => "Engine not found",
@@ -502,6 +504,7 @@ impl From<ServiceError> for ApiError {
                 Self::new(C::EngineSettingInvalid, detail.clone()).with_field(e.field(), detail)
             }
             ServiceError::EngineUnreachable(_) => Self::new(C::EngineUnreachable, detail),
+            ServiceError::TableInUse(_) => Self::new(C::TableInUse, detail),
             ServiceError::EngineNotFound {
                 field: Some(field), ..
             } => Self::new(C::EngineNotFound, detail)

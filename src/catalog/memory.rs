@@ -220,5 +220,19 @@ impl Catalog for MemoryCatalog {
         Ok(())
     }
 
+    async fn drop_table(&self, database: &str, table: &str) -> Result<(), CatalogError> {
+        let mut state = self.write();
+        if state.tables_mut(database)?.remove(table).is_none() {
+            return Err(CatalogError::TableNotFound {
+                database: database.to_owned(),
+                table: table.to_owned(),
+            });
+        }
+        state
+            .published_from
+            .remove(&(database.to_owned(), table.to_owned()));
+        Ok(())
+    }
+
     async fn close(&self) {}
 }

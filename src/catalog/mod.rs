@@ -191,6 +191,11 @@ pub trait Catalog: Send + Sync {
         Ok(())
     }
 
+    /// Drops `database.table`, only when ctasd can prove it made it (its
+    /// marker, naming this installation, is on it); anything else is
+    /// `NotOwned` and stays as it is.
+    async fn drop_table(&self, database: &str, table: &str) -> Result<(), CatalogError>;
+
     /// Release connections; called when the catalog is altered or dropped.
     async fn close(&self);
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{ServiceError, Services, unavailable};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogError};
 use crate::domain::catalog::check_comment;
 use crate::domain::options::OptionSpec;
 use crate::domain::table::TableInfo;
@@ -210,6 +210,39 @@ impl Services {
     ) -> Result<TableInfo, ServiceError> {
         let live = self.live(name).await?;
         Ok(live.get_table(database.as_str(), table.as_str()).await?)
+    }
+
+    /// DROP TABLE: only a table ctasd can prove it published (see
+    /// [`crate::catalog::Catalog::drop_table`]), and none an unfinished job
+    /// targets. ctasd's own hidden tables are not tables here.
+    pub async fn drop_table(
+        &self,
+        name: &CatalogName,
+        database: &ObjectName,
+        table: &ObjectName,
+    ) -> Result<(), ServiceError> {
+        let (database, table) = (database.as_str(), table.as_str());
+        if table.starts_with("_ctasd_") || table.starts_with("__ctasd_") {
+            return Err(CatalogError::TableNotFound {
+                database: database.to_owned(),
+                table: table.to_owned(),
+            }
+            .into());
+        }
+        let jobs = self
+            .store
+            .jobs_on_table(name.as_str(), database, table)
+            .await?;
+        if jobs > 0 {
+            return Err(ServiceError::TableInUse(format!(
+                "table {database}.{table} of catalog '{name}' is the target of {jobs} unfinished \
+                 job(s); drop it when they have ended"
+            )));
+        }
+        let live = self.live(name).await?;
+        live.drop_table(database, table).await?;
+        tracing::info!(catalog = %name, database, table, "table dropped");
+        Ok(())
     }
 
     /// Opens every registered catalog once, so the first requests after a

@@ -232,6 +232,8 @@ pub enum ServiceError {
     EngineSetting(#[from] EngineSettingError),
     #[error("{0}")]
     EngineUnreachable(String),
+    #[error("{0}")]
+    TableInUse(String),
     #[error("engine '{name}' does not exist")]
     EngineNotFound { name: String, field: Option<String> },
     #[error("engine '{0}' already exists")]

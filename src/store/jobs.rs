@@ -388,6 +388,32 @@ impl<B: Backend> JobStore for SqlStore<B> {
         Ok(cycles as u64)
     }
 
+    async fn jobs_on_table(
+        &self,
+        catalog: &str,
+        database: &str,
+        table: &str,
+    ) -> Result<u64, StoreError> {
+        let row: Option<(i64,)> = self
+            .pool()
+            .row(
+                Query::new(
+                    "SELECT count(*) FROM jobs j \
+                     WHERE EXISTS (SELECT 1 FROM hooks h WHERE h.job_id = j.id AND h.catalog = $1 \
+                                   AND h.database_name = $2 AND h.table_name = $3) \
+                       AND (j.status NOT IN ('FINISHED', 'FAILED', 'CANCELED') \
+                            OR EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id \
+                                       AND a.state = 'pending'))",
+                )
+                .text(catalog)
+                .text(database)
+                .text(table),
+            )
+            .await
+            .map_err(StoreError::from_sqlx)?;
+        Ok(row.map_or(0, |(n,)| n.max(0) as u64))
+    }
+
     async fn folded_restarts(&self, job: &JobId) -> Result<u64, StoreError> {
         let row: Option<(i64,)> = self
             .pool()

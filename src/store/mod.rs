@@ -263,6 +263,15 @@ pub trait JobStore: Send + Sync {
     /// one), counting them; how many were folded now.
     async fn fold_restarts(&self, job: &JobId, keep: u32) -> Result<u64, StoreError>;
 
+    /// How many jobs target `catalog.database.table` and are unfinished or
+    /// have actions left to run.
+    async fn jobs_on_table(
+        &self,
+        catalog: &str,
+        database: &str,
+        table: &str,
+    ) -> Result<u64, StoreError>;
+
     /// How many restart cycles were folded out of the job's history.
     async fn folded_restarts(&self, job: &JobId) -> Result<u64, StoreError>;
 

@@ -12,6 +12,7 @@ mod contract;
 mod crash;
 mod dashboard;
 mod ddl;
+mod drops;
 mod engines;
 mod errors;
 mod flink;

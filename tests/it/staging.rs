@@ -227,6 +227,11 @@ impl World {
         names
     }
 
+    /// Whether `table` (or its directory) is there.
+    pub async fn exists(&self, table: &str) -> bool {
+        self.tables().await.iter().any(|t| t == table)
+    }
+
     /// The ids a reader sees in `table`, or `None` when it does not exist.
     pub async fn ids(&self, table: &str) -> Option<Vec<i64>> {
         let sql = format!(

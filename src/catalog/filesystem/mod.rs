@@ -437,6 +437,38 @@ impl Catalog for FilesystemCatalog {
         .await
     }
 
+    async fn drop_table(&self, database: &str, table: &str) -> Result<(), CatalogError> {
+        let warehouse = self.warehouse.clone();
+        let installation = self.installation.clone();
+        let (database, table) = (database.to_owned(), table.to_owned());
+        self.blocking(move || {
+            let db = open_database(&warehouse, &database)?;
+            let found = inspect(&db, &table, &installation)?;
+            let not_owned = |reason: String| CatalogError::NotOwned {
+                database: database.clone(),
+                table: table.clone(),
+                reason,
+            };
+            match (found.ownership, found.dir) {
+                (Ownership::Missing, _) => Err(CatalogError::TableNotFound {
+                    database: database.clone(),
+                    table: table.clone(),
+                }
+                .into()),
+                (Ownership::Made(_), Some(dir)) => {
+                    remove_owned(&db, &table, &dir)?;
+                    db.sync()?;
+                    Ok(())
+                }
+                (Ownership::Foreign(reason) | Ownership::Theirs(reason), _) => {
+                    Err(not_owned(reason).into())
+                }
+                _ => Err(not_owned("it holds no table ctasd published".into()).into()),
+            }
+        })
+        .await
+    }
+
     async fn close(&self) {}
 }
 

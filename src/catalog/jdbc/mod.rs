@@ -653,6 +653,42 @@ impl JdbcCatalog {
 }
 
 impl JdbcCatalog {
+    /// Drops `table` when it carries ctasd's marker naming this
+    /// installation on the table itself (PostgreSQL's row type, SQLite's
+    /// DDL). A MySQL table keeps no mark of its own, and the publication
+    /// log cannot tell a table ctasd published from one made at the same
+    /// name after it was dropped elsewhere: ctasd drops none there. A table
+    /// ctasd created for a streaming job carries no mark either.
+    async fn drop_marked(&self, database: &str, table: &str) -> Result<(), CatalogError> {
+        self.ensure_database(database).await?;
+        let mark = self
+            .server
+            .lasting_mark(database, table)
+            .await
+            .map_err(|e| self.failed(database, e))?;
+        let Some(mark) = mark else {
+            return Err(CatalogError::TableNotFound {
+                database: database.to_owned(),
+                table: table.to_owned(),
+            });
+        };
+        let ours = !self.dialect().logs_publications()
+            && dialect::marked_key(&mark).is_some()
+            && self.installation.check(&mark).is_ok();
+        if !ours {
+            return Err(CatalogError::NotOwned {
+                database: database.to_owned(),
+                table: table.to_owned(),
+                reason: "it carries no marker of a ctasd staging of this installation (MySQL \
+                         tables keep none, nor do tables created for streaming jobs): ctasd drops \
+                         only what it can prove it published"
+                    .into(),
+            });
+        }
+        let drop = format!("DROP TABLE {}", self.name_of(database, table)?);
+        self.run(database, &[drop]).await
+    }
+
     /// Creates the database's publication log where the dialect keeps one,
     /// and proves a table at its name is ctasd's log before anything is
     /// written to it.
@@ -1351,6 +1387,10 @@ impl Catalog for JdbcCatalog {
                 other => Err(other),
             },
         }
+    }
+
+    async fn drop_table(&self, database: &str, table: &str) -> Result<(), CatalogError> {
+        self.drop_marked(database, table).await
     }
 
     async fn close(&self) {

@@ -206,9 +206,19 @@ final class CtasdCatalog extends GenericInMemoryCatalog {
         }
     }
 
+    /** DROP TABLE through ctasd, which drops only a table it can prove it published. */
     @Override
     public void dropTable(ObjectPath path, boolean ignoreIfNotExists) throws TableNotExistException {
-        throw new CatalogException("drop " + path.getFullName() + " in its catalog '" + remote.catalog
-                + "' itself: ctasd removes only what its jobs staged");
+        String table = remote.tablePath(path.getDatabaseName(), path.getObjectName());
+        CtasdClient.Answer dropped = ask(() -> remote.client.delete(table), remote);
+        if (dropped.status == 404) {
+            if (ignoreIfNotExists) {
+                return;
+            }
+            throw new TableNotExistException(getName(), path);
+        }
+        if (!dropped.ok()) {
+            throw new CatalogException("ctasd refused to drop " + path.getFullName() + ": " + dropped.problem());
+        }
     }
 }
