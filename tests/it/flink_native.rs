@@ -400,11 +400,30 @@ async fn a_cancelled_ctas_leaves_nothing_and_one_ctasd_could_not_be_told_of_is_f
     assert_eq!(kept.status, 200, "a streaming table stays: {}", kept.text);
     std::fs::remove_dir_all(warehouse.join("default/events")).unwrap();
 
-    // ctasd cannot be reached when the job finishes: the JobManager lives
-    // on, and ctasd's watcher publishes the table from Flink's FINISHED.
+    // ctasd is down when the job finishes: the JobManager lives on, and
+    // once ctasd is back its watcher publishes the table from Flink's
+    // FINISHED, once.
     submit("late", 150);
     let job = begun(&app, "late").await;
     proxy.refuse();
+    let stopped = app.stop_keeping_store().await;
+    let flink_job = job["engine_job_id"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let seen: Value = reqwest::get(format!("{}/jobs/{flink_job}", flink.url()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if seen["state"] == "FINISHED" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{seen}");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    // ctasd is back (its store as it was): its watcher finds the job done.
+    let app = stopped.start_again().await;
     let id = job["id"].as_str().unwrap();
     let ended = settled_as(&app, id, "FINISHED").await;
     let commits: Vec<&Value> = ended["actions"]
