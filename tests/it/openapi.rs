@@ -325,7 +325,7 @@ fn samples(text: &str) -> std::collections::HashMap<String, f64> {
 #[tokio::test]
 async fn the_docs_page_renders_in_chromium_with_no_network() {
     let Ok(chromium) = std::env::var("CTASD_TEST_CHROMIUM") else {
-        eprintln!("SKIPPED: Chromium test skipped because CTASD_TEST_CHROMIUM is not set");
+        crate::helpers::skipped("Chromium test skipped because CTASD_TEST_CHROMIUM is not set");
         return;
     };
     let app = crate::helpers::TestApp::spawn().await;

@@ -23,7 +23,9 @@ fn service_url(variable: &str, service: &str) -> Option<String> {
     match std::env::var(variable) {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            eprintln!("SKIPPED: {service} test skipped because {variable} is not set");
+            super::skipped(&format!(
+                "{service} test skipped because {variable} is not set"
+            ));
             None
         }
     }

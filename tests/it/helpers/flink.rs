@@ -37,9 +37,9 @@ impl FlinkCluster {
             std::env::var("CTASD_TEST_FLINK_HOME"),
             std::env::var("CTASD_TEST_FLINK_PYTHON"),
         ) else {
-            eprintln!(
-                "SKIPPED: Flink test skipped because CTASD_TEST_FLINK_HOME and \
-                 CTASD_TEST_FLINK_PYTHON are not set"
+            super::skipped(
+                "Flink test skipped because CTASD_TEST_FLINK_HOME and \
+                 CTASD_TEST_FLINK_PYTHON are not set",
             );
             return None;
         };

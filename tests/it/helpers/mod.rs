@@ -24,6 +24,24 @@ pub use stand_in_flink::{FlinkRun, StandInFlink};
 /// The password every test registers; it must never appear anywhere else.
 pub const SECRET: &str = "s3cret-Value";
 
+/// Says loudly that a test is skipped (a service it needs is not
+/// configured), and appends why to the file named by `CTASD_TEST_SKIPS`
+/// when that is set: cargo counts a skipped test as passed, and `.ci/run`
+/// fails when that file holds a line.
+pub fn skipped(why: &str) {
+    let line = format!("SKIPPED: {why}");
+    eprintln!("{line}");
+    if let Ok(path) = std::env::var("CTASD_TEST_SKIPS") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+}
+
 /// Prints a figure a test measured, and appends it to the file named by
 /// `CTASD_TEST_FIGURES` when that is set: cargo shows a passing test's output
 /// only with `--nocapture`, and `.ci/run` prints that file after the tests.
