@@ -3,6 +3,8 @@
 //! Read the modules in this order; data flows the same way:
 //! `api` → `service` → `hooks` → `store` / `catalog` → `domain`.
 
+#![forbid(unsafe_code)]
+
 /// HTTP only: one file per resource, problem+json errors, the OpenAPI document.
 pub mod api;
 /// The external systems that hold tables: the `Catalog` trait, the one list of

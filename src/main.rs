@@ -1,6 +1,8 @@
 //! The `ctasd` command line: `serve`, `migrate`, `openapi`. Everything else
 //! lives in the library.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use ctasd::config::{LogSettings, ServeSettings, StoreSettings};
 

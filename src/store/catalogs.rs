@@ -46,8 +46,7 @@ impl<B: Backend> CatalogStore for SqlStore<B> {
                 ))
                 .text(name.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         row.map(|r| r.decode(&self.keyring)).transpose()
     }
 
@@ -65,8 +64,7 @@ impl<B: Backend> CatalogStore for SqlStore<B> {
                 .text(after.map(CatalogName::as_str).unwrap_or(""))
                 .int(i64::from(limit)),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         rows.into_iter().map(|r| r.decode(&self.keyring)).collect()
     }
 
@@ -91,8 +89,7 @@ impl<B: Backend> CatalogStore for SqlStore<B> {
                 .time(Utc::now())
                 .int(expected_version),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         match row {
             Some(row) => row.decode(&self.keyring),
             None => Err(update_missed(

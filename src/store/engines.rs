@@ -197,8 +197,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
                 ))
                 .text(name.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         row.map(EngineRow::decode).transpose()
     }
 
@@ -216,8 +215,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
                 .text(after.map(EngineName::as_str).unwrap_or(""))
                 .int(i64::from(limit)),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         rows.into_iter().map(EngineRow::decode).collect()
     }
 
@@ -237,11 +235,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
         let query = observation_params(descriptor_params(query, engine), seen)
             .time(Utc::now())
             .int(expected_version);
-        let row: Option<EngineRow> = self
-            .pool()
-            .row(query)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        let row: Option<EngineRow> = self.pool().row(query).await?;
         match row {
             Some(row) => row.decode(),
             None => match self.get_engine(&engine.name).await? {
@@ -287,8 +281,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
                 .int(millis(until))
                 .int(millis(now)),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(taken == 1)
     }
 
@@ -302,10 +295,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
              last_error = $5, engine_version = $6 WHERE name = $1",
         )
         .text(name.as_str());
-        self.pool()
-            .execute(observation_params(query, seen))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        self.pool().execute(observation_params(query, seen)).await?;
         Ok(())
     }
 
@@ -322,8 +312,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
                 ))
                 .text(name.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         rows.into_iter().map(WatchedRow::decode).collect()
     }
 
@@ -334,8 +323,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
                 "SELECT engine, count(*) FROM jobs WHERE engine IS NOT NULL AND {UNFINISHED} \
                  GROUP BY engine"
             )))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(name, count)| (name, count.max(0) as u64))
@@ -362,8 +350,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
                 .opt_int(watch.examined_until)
                 .time(Utc::now()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(())
     }
 }

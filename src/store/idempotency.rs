@@ -77,8 +77,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
             .int(expired_before_ms)
             .int(abandoned_before_ms),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
         let inserted = pool
             .execute(
                 Query::new(
@@ -90,8 +89,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
                 .text(key.request)
                 .int(key.now_ms),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         if inserted == 1 {
             return Ok(KeyClaim::Claimed);
         }
@@ -104,8 +102,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
                 .text(key.caller)
                 .text(key.key),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(match row {
             // Finished and purged in between: as good as running.
             None => KeyClaim::Running,
@@ -152,8 +149,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
                 .text(key)
                 .int(now_ms),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(())
     }
 
@@ -182,10 +178,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
                 .text(caller)
                 .text(key),
         };
-        self.pool()
-            .execute(query)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        self.pool().execute(query).await?;
         Ok(())
     }
 }

@@ -93,8 +93,7 @@ pub(crate) async fn read_jobs(
                 ))
                 .text(id),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         return job.map(|job| job.decode(keyring)).into_iter().collect();
     }
     let in_list = sql.dialect().in_list;
@@ -114,22 +113,19 @@ pub(crate) async fn read_jobs(
              LEFT JOIN engines e ON e.name = j.engine WHERE {} ORDER BY j.id",
             matches("j.id")
         ))))
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
     let hooks: Vec<HookRow> = sql
         .rows(bind(Query::new(format!(
             "SELECT {HOOK_COLUMNS} FROM hooks WHERE {} ORDER BY job_id, hook_index",
             matches("job_id")
         ))))
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
     let actions: Vec<ActionRow> = sql
         .rows(bind(Query::new(format!(
             "SELECT {ACTION_COLUMNS} FROM actions WHERE {} ORDER BY id",
             matches("job_id")
         ))))
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
     assemble_jobs(jobs, hooks, actions, keyring)
 }
 
@@ -159,8 +155,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 ))
                 .texts(catalogs.clone()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         if let Some(missing) = catalogs
             .iter()
             .find(|name| !present.iter().any(|(p,)| p == *name))
@@ -177,8 +172,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                     ))
                     .text(engine.as_str()),
                 )
-                .await
-                .map_err(StoreError::from_sqlx)?;
+                .await?;
             if found.is_none() {
                 return Err(StoreError::EngineNotFound(engine.to_string()));
             }
@@ -208,8 +202,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .text(job.id.as_str())
             .time(now),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
         for (index, hook) in job.hooks.iter().enumerate() {
             let (plain, sealed) = encode_options(&hook.catalog.options, &self.keyring);
             let (properties, sealed_properties) =
@@ -233,8 +226,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 .opt_text(hook.catalog.comment.as_deref())
                 .text(&sealed_properties),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         }
         let preparing = preparation(job.mode, Preparation::of(job.engine.is_some()));
         for (index, _) in job.hooks.iter().enumerate().filter(|(_, h)| !h.skipped) {
@@ -286,10 +278,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
         limit: u32,
     ) -> Result<Vec<JobRecord>, StoreError> {
         let mut pool = self.pool();
-        let ids: Vec<(String,)> = pool
-            .rows(list_query(filter, after, limit))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        let ids: Vec<(String,)> = pool.rows(list_query(filter, after, limit)).await?;
         // A job deleted meanwhile is simply not listed.
         let ids: Vec<&str> = ids.iter().map(|(id,)| id.as_str()).collect();
         let mut jobs = read_jobs(&mut pool, &self.keyring, &ids).await?;
@@ -340,8 +329,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 )
                 .text(id.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         rows.into_iter().map(TransitionRow::decode).collect()
     }
 
@@ -355,8 +343,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 )
                 .text(job.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         let keep = keep.max(1) as usize;
         if restarts.len() <= keep {
             return Ok(0);
@@ -374,16 +361,14 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 .int(oldest)
                 .int(kept_from),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         let cycles = folded.iter().filter(|(s,)| s == "RESTARTING").count() as i64;
         tx.execute(
             Query::new("UPDATE jobs SET folded_restarts = folded_restarts + $2 WHERE id = $1")
                 .text(job.as_str())
                 .int(cycles),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
         self.commit(tx).await?;
         Ok(cycles as u64)
     }
@@ -409,8 +394,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 .text(database)
                 .text(table),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(row.map_or(0, |(n,)| n.max(0) as u64))
     }
 
@@ -418,8 +402,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
         let row: Option<(i64,)> = self
             .pool()
             .row(Query::new("SELECT folded_restarts FROM jobs WHERE id = $1").text(job.as_str()))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(row.map_or(0, |(n,)| n.max(0) as u64))
     }
 
@@ -432,8 +415,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 )
                 .text(job.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         rows.into_iter().map(InterventionRow::decode).collect()
     }
 

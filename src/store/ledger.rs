@@ -53,8 +53,7 @@ async fn lock_job(tx: &mut impl Sql, id: &JobId) -> Result<LockedJob, StoreError
             ))
             .text(id.as_str()),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?
+        .await?
         .ok_or_else(|| StoreError::JobNotFound(id.to_string()))?;
     let mode = JobMode::parse(&mode)
         .ok_or_else(|| StoreError::Internal(format!("job {id} has mode {mode}")))?;
@@ -89,8 +88,7 @@ async fn record_move(
             )
             .text(id.as_str()),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
     for (hook_index, action, trigger) in
         planned_actions(job.mode, job.preparation, transition, &hooks)
     {
@@ -109,8 +107,7 @@ async fn record_move(
                 .time(now)
                 .int(millis(now)),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         }
         insert_action(tx, id, hook_index, action, trigger, now).await?;
     }
@@ -138,8 +135,7 @@ pub(crate) async fn insert_action(
         .int(millis(now))
         .time(now),
     )
-    .await
-    .map_err(StoreError::from_sqlx)?;
+    .await?;
     Ok(())
 }
 
@@ -179,8 +175,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 .time(now)
                 .opt_int(engine_at),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
             for row in history_rows(&transition, report) {
                 tx.execute(
                     Query::new(
@@ -195,8 +190,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                     .flag(row.inferred)
                     .opt_time(row.engine_at),
                 )
-                .await
-                .map_err(StoreError::from_sqlx)?;
+                .await?;
             }
             recorded = record_move(&mut tx, id, &job, &transition, now).await?;
         }
@@ -228,8 +222,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 .text(id.as_str())
                 .int(millis(now)),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         self.commit(tx).await?;
         Ok(Moved {
             transition,
@@ -280,8 +273,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 .int(millis(untried_due_by))
                 .int(i64::from(limit)),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         decoded(rows)
     }
 
@@ -308,8 +300,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(millis(after(lease)))
             .ints(ids.to_vec()),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
         Ok(())
     }
 
@@ -350,10 +341,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .text(error)
             .time(now),
         };
-        self.pool()
-            .execute(query)
-            .await
-            .map_err(StoreError::from_sqlx)?;
+        self.pool().execute(query).await?;
         Ok(now)
     }
 
@@ -372,8 +360,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 ))
                 .text(job.as_str()),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?,
+            .await?,
         )?;
         let target = actions.iter().find(|a| a.id == action).ok_or_else(|| {
             StoreError::Decision(DecisionError::NotFound {
@@ -402,7 +389,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(action)
             .time(now),
         };
-        tx.execute(settle).await.map_err(StoreError::from_sqlx)?;
+        tx.execute(settle).await?;
         if decision == Decision::GiveUp && abort_after_giving_up(mode, target, &actions) {
             tx.execute(
                 Query::new(
@@ -416,8 +403,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                 .int(millis(now))
                 .time(now),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         }
         tx.execute(
             Query::new(
@@ -428,8 +414,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .text(decision.as_str())
             .time(now),
         )
-        .await
-        .map_err(StoreError::from_sqlx)?;
+        .await?;
         self.commit(tx).await
     }
 }

@@ -88,6 +88,13 @@ pub enum StoreError {
     Internal(String),
 }
 
+/// `?` on a driver's result classifies its error (see [`StoreError::from_sqlx`]).
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::from_sqlx(error)
+    }
+}
+
 impl StoreError {
     /// Classify a driver error; `Unavailable` for anything that means "try later".
     pub(crate) fn from_sqlx(error: sqlx::Error) -> Self {
@@ -511,8 +518,7 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
         let row: Option<(String,)> = self
             .pool()
             .row(sql::Query::new("SELECT installation FROM ctasd_store"))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         Ok(row.map(|(id,)| id).unwrap_or_default())
     }
 
@@ -524,8 +530,7 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
                 "SELECT state, count(*) FROM actions WHERE state IN ('pending', 'failed') \
                  GROUP BY state",
             ))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         let count = |state: &str| {
             counts
                 .iter()
@@ -548,8 +553,7 @@ impl<B: sql::Backend> Store for sql::SqlStore<B> {
             .rows(sql::Query::new(
                 "SELECT status, count(*) FROM jobs GROUP BY status",
             ))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         counts
             .into_iter()
             .map(|(status, n)| Ok((rows::job_status(&status)?, n)))

@@ -259,12 +259,7 @@ async fn move_batch<P: Sql + Clone>(shared: &Shared<P>, batch: &[Request]) -> Ba
     let query = Query::new(MOVE_JOBS.as_str())
         .bind(Param::Owned(serde_json::Value::Array(reports).to_string()))
         .time(Utc::now());
-    let rows: Vec<MovedRow> = shared
-        .pool
-        .clone()
-        .rows(query)
-        .await
-        .map_err(StoreError::from_sqlx)?;
+    let rows: Vec<MovedRow> = shared.pool.clone().rows(query).await?;
     Ok(rows
         .into_iter()
         .map(|row| {

@@ -119,8 +119,7 @@ impl<B: Backend> SqlStore<B> {
             .rows(Query::new(
                 "SELECT name, sealed_options FROM catalogs WHERE sealed_options <> '{}'",
             ))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         for (name, sealed) in rows {
             let place = || format!("catalog '{name}'");
             if let Some(again) = resealed_map(&self.keyring, &sealed, report, &place)? {
@@ -133,8 +132,7 @@ impl<B: Backend> SqlStore<B> {
                     .text(&sealed)
                     .text(&again),
                 )
-                .await
-                .map_err(StoreError::from_sqlx)?;
+                .await?;
             }
         }
         Ok(())
@@ -157,8 +155,7 @@ impl<B: Backend> SqlStore<B> {
                     .int(after_hook)
                     .int(HOOKS_PER_READ),
                 )
-                .await
-                .map_err(StoreError::from_sqlx)?;
+                .await?;
             let Some((last_job, last_hook, _, _)) = rows.last() else {
                 return Ok(());
             };
@@ -183,8 +180,7 @@ impl<B: Backend> SqlStore<B> {
                     .text(catalog.as_deref().unwrap_or(catalog_sealed))
                     .text(table.as_deref().unwrap_or(table_sealed)),
                 )
-                .await
-                .map_err(StoreError::from_sqlx)?;
+                .await?;
             }
         }
     }
@@ -195,8 +191,7 @@ impl<B: Backend> SqlStore<B> {
             .rows(Query::new(
                 "SELECT caller, key, body FROM idempotency_keys WHERE body LIKE 'v1.%'",
             ))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         for (caller, key, body) in rows {
             let bound = super::idempotency::sealed_for(&caller, &key);
             match self.keyring.reseal(&bound, &body) {
@@ -211,8 +206,7 @@ impl<B: Backend> SqlStore<B> {
                         .text(&body)
                         .text(&again),
                     )
-                    .await
-                    .map_err(StoreError::from_sqlx)?;
+                    .await?;
                     report.moved += 1;
                 }
                 Ok(None) => {}

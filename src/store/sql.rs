@@ -266,8 +266,7 @@ impl<B: Backend> SqlStore<B> {
                 ))
                 .text(name),
             )
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         match (exists, expected_version) {
             (None, _) => return Ok(Deletion::Missing),
             (Some((version,)), Some(expected)) if version != expected => {
@@ -277,15 +276,13 @@ impl<B: Backend> SqlStore<B> {
         }
         let (used,): (i64,) = tx
             .row(Query::new(users.to_owned()).text(name))
-            .await
-            .map_err(StoreError::from_sqlx)?
+            .await?
             .unwrap_or((0,));
         if used > 0 {
             return Ok(Deletion::InUse(used as u64));
         }
         tx.execute(Query::new(format!("DELETE FROM {table} WHERE name = $1")).text(name))
-            .await
-            .map_err(StoreError::from_sqlx)?;
+            .await?;
         self.commit(tx).await?;
         Ok(Deletion::Deleted)
     }
