@@ -445,9 +445,25 @@ pub fn backoff(attempts: u32) -> Duration {
     (Duration::from_millis(500) * 2u32.pow(exponent)).min(MAX_BACKOFF)
 }
 
-/// When an action that failed now is tried again.
+/// `wait` spread over 80 % to 120 % of itself, by `seed`: actions that
+/// failed together (a database gone for all of them) are not all tried
+/// again at the same instant when it is back. The spread is a function of
+/// the seed, so a test can pin it.
+pub fn jittered(wait: Duration, seed: u64) -> Duration {
+    // splitmix64: a well-mixed 64-bit value from any seed.
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let permille = 800 + z % 401;
+    wait * permille as u32 / 1000
+}
+
+/// When an action that failed now is tried again: its backoff, jittered
+/// by the action and its attempt.
 pub fn retry(action: &ActionRecord, error: String) -> ActionResult {
-    let wait = chrono::Duration::from_std(backoff(action.attempts))
+    let seed = (action.id as u64).rotate_left(16) ^ u64::from(action.attempts);
+    let wait = chrono::Duration::from_std(jittered(backoff(action.attempts), seed))
         .unwrap_or(chrono::Duration::seconds(30));
     ActionResult::Retry {
         error,
@@ -573,6 +589,27 @@ mod tests {
         assert_eq!(
             waits,
             [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+    }
+    #[test]
+    fn jitter_spreads_a_wait_within_a_fifth_either_way() {
+        let wait = Duration::from_secs(10);
+        let spread: Vec<Duration> = (0..200).map(|seed| jittered(wait, seed)).collect();
+        assert!(
+            spread
+                .iter()
+                .all(|w| *w >= wait * 4 / 5 && *w <= wait * 6 / 5)
+        );
+        let distinct: std::collections::BTreeSet<_> = spread.iter().collect();
+        assert!(
+            distinct.len() > 100,
+            "spread, not bunched: {}",
+            distinct.len()
+        );
+        assert_eq!(
+            jittered(wait, 7),
+            jittered(wait, 7),
+            "a function of the seed"
         );
     }
 }
