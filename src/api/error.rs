@@ -22,210 +22,108 @@ use crate::service::ServiceError;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// Every problem ctasd answers with, by its stable code. Policy: a
-/// published code keeps its meaning and is never removed or renamed; new
-/// codes may be added in any version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ProblemCode {
-    BodyMalformed,
-    BodyInvalid,
-    BodyTooLarge,
-    BodyUnreadable,
-    ContentTypeUnsupported,
-    QueryInvalid,
-    PathInvalid,
-    PageTokenInvalid,
-    NameInvalid,
-    RouteNotFound,
-    MethodNotAllowed,
-    RequestTimeout,
-    HeadersTooLarge,
-    Unauthenticated,
-    Forbidden,
-    HostNotAllowed,
-    TooManyConnections,
-    StatementSyntax,
-    CatalogNotFound,
-    CatalogExists,
-    CatalogModified,
-    CatalogInUse,
-    CatalogTypeMissing,
-    CatalogTypeUnknown,
-    CatalogOptionsMissing,
-    CatalogOptionsUnsupported,
-    CatalogOptionInvalid,
-    CatalogSecretsRequired,
-    OptionsInvalid,
-    CatalogTypeImmutable,
-    CommentInvalid,
-    CatalogOpenFailed,
-    CatalogUnavailable,
-    CatalogRefused,
-    DatabaseNotFound,
-    TableNotFound,
-    TableExists,
-    TargetMissing,
-    TableNotOwned,
-    TargetProtected,
-    TableInvalid,
-    TableUnsupported,
-    StagingMissing,
-    JobInvalid,
-    JobIdInvalid,
-    JobExists,
-    JobNotFound,
-    TransitionIllegal,
-    StaleRun,
-    ActionNotFound,
-    ActionNotSettleable,
-    PreconditionFailed,
-    IdempotencyKeyInvalid,
-    IdempotencyKeyReused,
-    IdempotencyKeyInUse,
-    IdempotentAnswerUnreadable,
-    TableInUse,
-    EngineJobIdTaken,
-    JobWatched,
-    EngineNotFound,
-    EngineExists,
-    EngineInUse,
-    EngineModified,
-    EngineSettingInvalid,
-    EngineUnreachable,
-    StoreUnavailable,
-    StoreNotReady,
-    Internal,
+/// Declares [`ProblemCode`] from one table: each code with its HTTP status
+/// and its title, so a new code is one line here (and its mapping from a
+/// service error).
+macro_rules! problem_codes {
+    ($($code:ident => $status:ident, $title:literal;)*) => {
+        /// Every problem ctasd answers with, by its stable code. Policy: a
+        /// published code keeps its meaning and is never removed or renamed; new
+        /// codes may be added in any version.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+        #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+        pub enum ProblemCode {
+            $($code,)*
+        }
+
+        impl ProblemCode {
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(ProblemCode::$code => StatusCode::$status,)*
+                }
+            }
+
+            pub fn title(self) -> &'static str {
+                match self {
+                    $(ProblemCode::$code => $title,)*
+                }
+            }
+        }
+    };
+}
+
+problem_codes! {
+    BodyMalformed => BAD_REQUEST, "Malformed JSON";
+    BodyInvalid => UNPROCESSABLE_ENTITY, "Invalid request body";
+    BodyTooLarge => PAYLOAD_TOO_LARGE, "Request body too large";
+    BodyUnreadable => UNPROCESSABLE_ENTITY, "Request body unreadable";
+    ContentTypeUnsupported => UNSUPPORTED_MEDIA_TYPE, "Unsupported content type";
+    QueryInvalid => BAD_REQUEST, "Invalid query string";
+    PathInvalid => BAD_REQUEST, "Invalid path";
+    PageTokenInvalid => BAD_REQUEST, "Invalid page token";
+    NameInvalid => UNPROCESSABLE_ENTITY, "Invalid name";
+    RouteNotFound => NOT_FOUND, "Route not found";
+    MethodNotAllowed => METHOD_NOT_ALLOWED, "Method not allowed";
+    RequestTimeout => REQUEST_TIMEOUT, "Request timeout";
+    HeadersTooLarge => REQUEST_HEADER_FIELDS_TOO_LARGE, "Request headers too large";
+    Unauthenticated => UNAUTHORIZED, "Authentication required";
+    Forbidden => FORBIDDEN, "Forbidden";
+    HostNotAllowed => FORBIDDEN, "Host not allowed";
+    TooManyConnections => SERVICE_UNAVAILABLE, "Too many connections";
+    StatementSyntax => BAD_REQUEST, "SQL syntax error";
+    CatalogNotFound => NOT_FOUND, "Catalog not found";
+    CatalogExists => CONFLICT, "Catalog already exists";
+    CatalogModified => CONFLICT, "Concurrent modification";
+    CatalogInUse => CONFLICT, "Catalog in use";
+    CatalogTypeMissing => UNPROCESSABLE_ENTITY, "Catalog type missing";
+    CatalogTypeUnknown => UNPROCESSABLE_ENTITY, "Unknown catalog type";
+    CatalogOptionsMissing => UNPROCESSABLE_ENTITY, "Required options missing";
+    CatalogOptionsUnsupported => UNPROCESSABLE_ENTITY, "Unsupported options";
+    CatalogOptionInvalid => UNPROCESSABLE_ENTITY, "Invalid option value";
+    CatalogSecretsRequired => UNPROCESSABLE_ENTITY, "Secrets required";
+    OptionsInvalid => UNPROCESSABLE_ENTITY, "Invalid options";
+    CatalogTypeImmutable => UNPROCESSABLE_ENTITY, "Catalog type cannot change";
+    CommentInvalid => UNPROCESSABLE_ENTITY, "Invalid comment";
+    CatalogOpenFailed => UNPROCESSABLE_ENTITY, "Catalog cannot be opened";
+    CatalogUnavailable => BAD_GATEWAY, "Catalog unavailable";
+    CatalogRefused => BAD_GATEWAY, "The catalog's system refused";
+    DatabaseNotFound => NOT_FOUND, "Database not found";
+    TableNotFound => NOT_FOUND, "Table not found";
+    TableExists => CONFLICT, "Table already exists";
+    TargetMissing => CONFLICT, "Table to replace does not exist";
+    TableNotOwned => CONFLICT, "Table not ctasd's to replace";
+    TargetProtected => UNPROCESSABLE_ENTITY, "Target is protected";
+    TableInvalid => UNPROCESSABLE_ENTITY, "Invalid table";
+    TableUnsupported => UNPROCESSABLE_ENTITY, "Table not supported";
+    StagingMissing => CONFLICT, "Staging missing";
+    JobInvalid => UNPROCESSABLE_ENTITY, "Invalid job";
+    JobIdInvalid => BAD_REQUEST, "Invalid job id";
+    JobExists => CONFLICT, "Job already exists";
+    JobNotFound => NOT_FOUND, "Job not found";
+    TransitionIllegal => CONFLICT, "Illegal status transition";
+    StaleRun => CONFLICT, "Status of an earlier run";
+    ActionNotFound => NOT_FOUND, "Action not found";
+    ActionNotSettleable => CONFLICT, "Action cannot be settled so";
+    PreconditionFailed => PRECONDITION_FAILED, "Precondition failed";
+    IdempotencyKeyInvalid => BAD_REQUEST, "Invalid idempotency key";
+    IdempotencyKeyReused => UNPROCESSABLE_ENTITY, "Idempotency key used for another request";
+    IdempotencyKeyInUse => CONFLICT, "Idempotency key in use";
+    IdempotentAnswerUnreadable => CONFLICT, "Idempotent answer unreadable";
+    TableInUse => CONFLICT, "Table in use";
+    EngineJobIdTaken => CONFLICT, "Engine job id taken";
+    JobWatched => CONFLICT, "Job watched by its engine";
+    EngineNotFound => NOT_FOUND, "Engine not found";
+    EngineExists => CONFLICT, "Engine already exists";
+    EngineInUse => CONFLICT, "Engine in use";
+    EngineModified => CONFLICT, "Concurrent modification";
+    EngineSettingInvalid => UNPROCESSABLE_ENTITY, "Invalid engine setting";
+    EngineUnreachable => UNPROCESSABLE_ENTITY, "Engine cannot be reached";
+    StoreUnavailable => SERVICE_UNAVAILABLE, "Store unavailable";
+    StoreNotReady => SERVICE_UNAVAILABLE, "Store not ready";
+    Internal => INTERNAL_SERVER_ERROR, "Internal error";
 }
 
 impl ProblemCode {
-    pub fn status(self) -> StatusCode {
-        use ProblemCode::*;
-        match self {
-            BodyMalformed
-            | QueryInvalid
-            | PathInvalid
-            | PageTokenInvalid
-            | JobIdInvalid
-            | StatementSyntax
-            | IdempotencyKeyInvalid => StatusCode::BAD_REQUEST,
-            Unauthenticated => StatusCode::UNAUTHORIZED,
-            Forbidden | HostNotAllowed => StatusCode::FORBIDDEN,
-            RouteNotFound | CatalogNotFound | DatabaseNotFound | TableNotFound | JobNotFound
-            | ActionNotFound | EngineNotFound => StatusCode::NOT_FOUND,
-            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            PreconditionFailed => StatusCode::PRECONDITION_FAILED,
-            IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            IdempotencyKeyInUse | IdempotentAnswerUnreadable | TableInUse => StatusCode::CONFLICT,
-            RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            CatalogExists | CatalogModified | CatalogInUse | TableExists | TargetMissing
-            | TableNotOwned | StagingMissing | JobExists | TransitionIllegal | StaleRun
-            | ActionNotSettleable | EngineJobIdTaken | JobWatched | EngineExists | EngineInUse
-            | EngineModified => StatusCode::CONFLICT,
-            BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ContentTypeUnsupported => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            BodyInvalid
-            | BodyUnreadable
-            | NameInvalid
-            | CatalogTypeMissing
-            | CatalogTypeUnknown
-            | CatalogOptionsMissing
-            | CatalogOptionsUnsupported
-            | CatalogOptionInvalid
-            | CatalogSecretsRequired
-            | OptionsInvalid
-            | CatalogTypeImmutable
-            | CommentInvalid
-            | CatalogOpenFailed
-            | TargetProtected
-            | TableInvalid
-            | TableUnsupported
-            | JobInvalid
-            | EngineSettingInvalid
-            | EngineUnreachable => StatusCode::UNPROCESSABLE_ENTITY,
-            CatalogUnavailable | CatalogRefused => StatusCode::BAD_GATEWAY,
-            TooManyConnections | StoreUnavailable | StoreNotReady => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        use ProblemCode::*;
-        match self {
-            BodyMalformed => "Malformed JSON",
-            BodyInvalid => "Invalid request body",
-            BodyTooLarge => "Request body too large",
-            BodyUnreadable => "Request body unreadable",
-            ContentTypeUnsupported => "Unsupported content type",
-            QueryInvalid => "Invalid query string",
-            PathInvalid => "Invalid path",
-            PageTokenInvalid => "Invalid page token",
-            NameInvalid => "Invalid name",
-            RouteNotFound => "Route not found",
-            MethodNotAllowed => "Method not allowed",
-            RequestTimeout => "Request timeout",
-            HeadersTooLarge => "Request headers too large",
-            Unauthenticated => "Authentication required",
-            Forbidden => "Forbidden",
-            HostNotAllowed => "Host not allowed",
-            TooManyConnections => "Too many connections",
-            StatementSyntax => "SQL syntax error",
-            CatalogNotFound => "Catalog not found",
-            CatalogExists => "Catalog already exists",
-            CatalogModified => "Concurrent modification",
-            CatalogInUse => "Catalog in use",
-            CatalogTypeMissing => "Catalog type missing",
-            CatalogTypeUnknown => "Unknown catalog type",
-            CatalogOptionsMissing => "Required options missing",
-            CatalogOptionsUnsupported => "Unsupported options",
-            CatalogOptionInvalid => "Invalid option value",
-            CatalogSecretsRequired => "Secrets required",
-            OptionsInvalid => "Invalid options",
-            CatalogTypeImmutable => "Catalog type cannot change",
-            CommentInvalid => "Invalid comment",
-            CatalogOpenFailed => "Catalog cannot be opened",
-            CatalogUnavailable => "Catalog unavailable",
-            CatalogRefused => "The catalog's system refused",
-            DatabaseNotFound => "Database not found",
-            TableNotFound => "Table not found",
-            TableExists => "Table already exists",
-            TargetMissing => "Table to replace does not exist",
-            TableNotOwned => "Table not ctasd's to replace",
-            TargetProtected => "Target is protected",
-            TableInvalid => "Invalid table",
-            TableUnsupported => "Table not supported",
-            StagingMissing => "Staging missing",
-            JobInvalid => "Invalid job",
-            JobIdInvalid => "Invalid job id",
-            JobExists => "Job already exists",
-            JobNotFound => "Job not found",
-            TransitionIllegal => "Illegal status transition",
-            StaleRun => "Status of an earlier run",
-            ActionNotFound => "Action not found",
-            ActionNotSettleable => "Action cannot be settled so",
-            PreconditionFailed => "Precondition failed",
-            IdempotencyKeyInvalid => "Invalid idempotency key",
-            IdempotencyKeyReused => "Idempotency key used for another request",
-            IdempotencyKeyInUse => "Idempotency key in use",
-            IdempotentAnswerUnreadable => "Idempotent answer unreadable",
-            TableInUse => "Table in use",
-            EngineJobIdTaken => "Engine job id taken",
-            JobWatched => "Job watched by its engine",
-            EngineNotFound => "Engine not found",
-            EngineExists => "Engine already exists",
-            EngineInUse => "Engine in use",
-            EngineModified => "Concurrent modification",
-            EngineSettingInvalid => "Invalid engine setting",
-            EngineUnreachable => "Engine cannot be reached",
-            StoreUnavailable => "Store unavailable",
-            StoreNotReady => "Store not ready",
-            Internal => "Internal error",
-        }
-    }
-
     /// `CATALOG_NOT_FOUND`.
     pub fn as_str(self) -> String {
         serde_json::to_value(self)
