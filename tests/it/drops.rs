@@ -1,7 +1,8 @@
 //! `DELETE /v1/catalogs/{catalog}/databases/{database}/tables/{table}`:
 //! ctasd drops a table only when it can prove it published it, and none an
 //! unfinished job targets. Checked in each system: what ctasd published is
-//! gone, what someone else made is still there with its rows.
+//! gone, what someone else made (or a link planted at a table's name
+//! points at) is still there with its rows.
 
 use serde_json::json;
 
@@ -64,6 +65,27 @@ async fn ctasd_drops_the_tables_it_published_and_nothing_else() {
                 "{}",
                 world.label()
             ),
+        }
+
+        // A link at a table's name, to a table ctasd published elsewhere:
+        // refused, and what it points at stays.
+        if let World::Files(root) = &world {
+            let elsewhere = tempfile::tempdir().unwrap();
+            let outside = elsewhere.path().join("precious");
+            std::fs::create_dir_all(&outside).unwrap();
+            std::fs::write(outside.join("part-0.csv"), "1,a\n").unwrap();
+            std::os::unix::fs::symlink(&outside, root.path().join("db/linked")).unwrap();
+            let refused = app.delete(&table_path("linked")).await;
+            refused.assert_problem(409, "TABLE_NOT_OWNED");
+            assert!(
+                refused.detail().contains("symbolic link"),
+                "{}",
+                refused.text
+            );
+            assert!(
+                outside.join("part-0.csv").exists(),
+                "the link's target stays"
+            );
         }
 
         // Missing, and ctasd's own hidden names: not tables.
