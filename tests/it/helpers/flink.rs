@@ -15,6 +15,8 @@ pub struct FlinkCluster {
     home: PathBuf,
     python: PathBuf,
     conf: tempfile::TempDir,
+    /// The JVM options Flink's own configuration gives every process.
+    java_opts: String,
     /// A lib directory of its own (links to Flink's jars, and more), when
     /// jars were added: `bin/config.sh` honours `FLINK_LIB_DIR`.
     lib: Option<tempfile::TempDir>,
@@ -61,47 +63,15 @@ impl FlinkCluster {
             .unwrap_or_default()
             .trim()
             .to_owned();
-        let rest_port = free_port();
-        let dir = conf.path().display();
-        let config = format!(
-            "env.java.opts.all: {java_opts}\n\
-             env.pid.dir: {dir}\n\
-             env.log.dir: {dir}/log\n\
-             jobmanager.bind-host: 127.0.0.1\n\
-             jobmanager.rpc.address: 127.0.0.1\n\
-             jobmanager.rpc.port: {rpc}\n\
-             jobmanager.memory.process.size: 1024m\n\
-             taskmanager.bind-host: 127.0.0.1\n\
-             taskmanager.host: 127.0.0.1\n\
-             taskmanager.rpc.port: 0\n\
-             taskmanager.data.port: 0\n\
-             taskmanager.numberOfTaskSlots: 8\n\
-             taskmanager.memory.process.size: 1600m\n\
-             blob.server.port: 0\n\
-             parallelism.default: 1\n\
-             rest.address: 127.0.0.1\n\
-             rest.bind-address: 127.0.0.1\n\
-             rest.port: {rest_port}\n\
-             restart-strategy.type: none\n\
-             python.client.executable: {python}\n\
-             python.executable: {python}\n",
-            rpc = free_port(),
-            python = python,
-        );
-        std::fs::write(conf.path().join("config.yaml"), config).unwrap();
-        std::fs::write(
-            conf.path().join("masters"),
-            format!("127.0.0.1:{rest_port}\n"),
-        )
-        .unwrap();
         std::fs::write(conf.path().join("workers"), "127.0.0.1\n").unwrap();
         std::fs::create_dir_all(conf.path().join("log")).unwrap();
         Some(Self {
             home,
             python: PathBuf::from(python),
             conf,
+            java_opts,
             lib: None,
-            rest_port,
+            rest_port: 0,
             running: false,
         })
     }
@@ -147,8 +117,54 @@ impl FlinkCluster {
         command
     }
 
+    /// The cluster's configuration, on free ports, kept for its restarts.
+    fn write_config(&mut self) {
+        let rest_port = free_port();
+        let dir = self.conf.path().display();
+        let config = format!(
+            "env.java.opts.all: {java_opts}\n\
+             env.pid.dir: {dir}\n\
+             env.log.dir: {dir}/log\n\
+             jobmanager.bind-host: 127.0.0.1\n\
+             jobmanager.rpc.address: 127.0.0.1\n\
+             jobmanager.rpc.port: {rpc}\n\
+             jobmanager.memory.process.size: 1024m\n\
+             taskmanager.bind-host: 127.0.0.1\n\
+             taskmanager.host: 127.0.0.1\n\
+             taskmanager.rpc.port: 0\n\
+             taskmanager.data.port: 0\n\
+             taskmanager.numberOfTaskSlots: 8\n\
+             taskmanager.memory.process.size: 1600m\n\
+             blob.server.port: 0\n\
+             parallelism.default: 1\n\
+             rest.address: 127.0.0.1\n\
+             rest.bind-address: 127.0.0.1\n\
+             rest.port: {rest_port}\n\
+             restart-strategy.type: none\n\
+             python.client.executable: {python}\n\
+             python.executable: {python}\n",
+            rpc = free_port(),
+            python = self.python.display(),
+            java_opts = self.java_opts,
+        );
+        std::fs::write(self.conf.path().join("config.yaml"), config).unwrap();
+        std::fs::write(
+            self.conf.path().join("masters"),
+            format!("127.0.0.1:{rest_port}\n"),
+        )
+        .unwrap();
+        self.rest_port = rest_port;
+    }
+
     /// Starts the cluster and waits until a TaskManager has registered.
+    /// Clusters start one at a time: each picks free ports and binds them
+    /// before the next one looks.
     pub async fn start(&mut self) {
+        static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one_at_a_time = STARTING.lock().await;
+        if self.rest_port == 0 {
+            self.write_config();
+        }
         let output = self.command("start-cluster.sh").output().unwrap();
         assert!(output.status.success(), "start-cluster.sh: {output:?}");
         self.running = true;
