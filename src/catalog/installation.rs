@@ -19,11 +19,6 @@ impl Installation {
         Self(id.into())
     }
 
-    /// No installation: markers name none.
-    pub const fn none() -> Self {
-        Self(String::new())
-    }
-
     /// `text` with this installation named after it, as markers carry it.
     pub fn mark(&self, text: &str) -> String {
         if self.0.is_empty() {

@@ -89,7 +89,7 @@ impl EngineHttp {
     }
 
     /// With room for `held_bytes` of answers at once.
-    pub fn with_budget(allowed: AllowedHosts, held_bytes: usize) -> Self {
+    fn with_budget(allowed: AllowedHosts, held_bytes: usize) -> Self {
         Self {
             client: reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)

@@ -29,25 +29,20 @@ pub const SECRET: &str = "s3cret-Value";
 /// when that is set: cargo counts a skipped test as passed, and `.ci/run`
 /// fails when that file holds a line.
 pub fn skipped(why: &str) {
-    let line = format!("SKIPPED: {why}");
-    eprintln!("{line}");
-    if let Ok(path) = std::env::var("CTASD_TEST_SKIPS") {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap();
-        writeln!(file, "{line}").unwrap();
-    }
+    say_and_keep(&format!("SKIPPED: {why}"), "CTASD_TEST_SKIPS");
 }
 
 /// Prints a figure a test measured, and appends it to the file named by
 /// `CTASD_TEST_FIGURES` when that is set: cargo shows a passing test's output
 /// only with `--nocapture`, and `.ci/run` prints that file after the tests.
 pub fn figure(line: &str) {
+    say_and_keep(line, "CTASD_TEST_FIGURES");
+}
+
+/// `line` on stderr, and appended to the file `variable` names, if set.
+fn say_and_keep(line: &str, variable: &str) {
     eprintln!("{line}");
-    if let Ok(path) = std::env::var("CTASD_TEST_FIGURES") {
+    if let Ok(path) = std::env::var(variable) {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
