@@ -141,6 +141,7 @@ pub struct ServeSettings {
 
     /// For crash tests only: `<point>:<n>` kills the process with SIGKILL the
     /// n-th time it reaches that crash point (see `crate::fault`).
+    #[cfg(feature = "crash-points")]
     #[arg(long, env = "CTASD_FAULT_KILL_AT", hide = true)]
     pub fault_kill_at: Option<crate::fault::KillAt>,
 }
@@ -164,6 +165,7 @@ impl ServeSettings {
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,
+            #[cfg(feature = "crash-points")]
             fault_kill_at: None,
         }
     }

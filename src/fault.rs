@@ -5,14 +5,18 @@
 //! graceful shutdown, as when the machine loses power. The points sit
 //! between steps whose order a crash must not break (a status stored but its
 //! actions not run, a commit done but not recorded, ...). Unarmed, reaching a
-//! point is one atomic load.
+//! point is one atomic load; built without the `crash-points` feature (any
+//! build but the tests'), it is nothing, and the flag does not exist.
 
 use std::str::FromStr;
+#[cfg(feature = "crash-points")]
 use std::sync::OnceLock;
+#[cfg(feature = "crash-points")]
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A place on the transition path where the process may be killed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Point {
     /// A status change and its actions are stored; none has run.
     StatusStored,
@@ -40,14 +44,7 @@ impl Point {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Point::StatusStored => "status-stored",
-            Point::StagingCreated => "staging-created",
-            Point::CommitMidway => "commit-midway",
-            Point::CommitApplied => "commit-applied",
-            Point::AbortMidway => "abort-midway",
-            Point::AbortApplied => "abort-applied",
-        }
+        self.into()
     }
 }
 
@@ -79,9 +76,11 @@ impl FromStr for KillAt {
     }
 }
 
+#[cfg(feature = "crash-points")]
 static ARMED: OnceLock<(Point, AtomicU32)> = OnceLock::new();
 
 /// Arms the process-wide crash point; a second call is ignored.
+#[cfg(feature = "crash-points")]
 pub fn arm(kill_at: KillAt) {
     tracing::warn!(
         point = kill_at.point.as_str(),
@@ -92,6 +91,7 @@ pub fn arm(kill_at: KillAt) {
 }
 
 /// Marks that execution reached `point`; kills the process if it is armed here.
+#[cfg(feature = "crash-points")]
 pub fn reached(point: Point) {
     if let Some((armed, left)) = ARMED.get()
         && *armed == point
@@ -101,6 +101,11 @@ pub fn reached(point: Point) {
             rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
 }
+
+/// Without crash points, reaching one is nothing.
+#[cfg(not(feature = "crash-points"))]
+#[inline(always)]
+pub fn reached(_point: Point) {}
 
 #[cfg(test)]
 mod tests {

@@ -1,12 +1,17 @@
 //! ctasd: a control plane for atomic `CREATE TABLE ... AS SELECT` jobs.
 //!
 //! Read the modules in this order; data flows the same way:
-//! `api` → `service` → `hooks` → `store` / `catalog` → `domain`.
+//! `api` / `background` → `service` → `hooks` → `store` / `catalog` /
+//! `engine` → `domain`, and `server` wires them together
+//! (`tests/it/architecture.rs` holds every arrow).
 
 #![forbid(unsafe_code)]
 
 /// HTTP only: one file per resource, problem+json errors, the OpenAPI document.
 pub mod api;
+/// The loops beside the requests: resuming due actions, watching engines,
+/// purging ended jobs.
+pub mod background;
 /// The external systems that hold tables: the `Catalog` trait, the one list of
 /// catalog types, the live cache.
 pub mod catalog;
@@ -22,8 +27,6 @@ pub mod fault;
 pub mod hooks;
 /// Prometheus metrics: counters where things happen, store gauges when scraped.
 pub mod metrics;
-/// Deletes jobs that ended longer ago than the retention, with their history.
-pub mod retention;
 /// Start-up and shutdown: wires the store, the catalogs and the router together.
 pub mod server;
 /// The application: one use case per function, between the API and the rest.
@@ -33,5 +36,3 @@ pub mod service;
 pub mod store;
 /// Log output (text or JSON) that never carries a secret.
 pub mod telemetry;
-/// Polls every registered engine and applies what its jobs did.
-pub mod watcher;

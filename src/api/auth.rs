@@ -27,9 +27,19 @@ use subtle::ConstantTimeEq;
 use super::error::{ApiError, ProblemCode};
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, utoipa::ToSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Role {
     Reader,
     Engine,
@@ -39,18 +49,11 @@ pub enum Role {
 
 impl Role {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Reader => "reader",
-            Role::Engine => "engine",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
+        self.into()
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Role::Reader, Role::Engine, Role::Operator, Role::Admin]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        s.parse().ok()
     }
 
     fn grants(self, permission: Permission) -> bool {

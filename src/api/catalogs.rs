@@ -248,8 +248,6 @@ pub struct TablePath {
         (status = 404, description = "`CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND` or `TABLE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`TABLE_NOT_OWNED` (ctasd cannot prove it published it) or `TABLE_IN_USE`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn drop_table(
@@ -300,8 +298,6 @@ fn created(record: &CatalogRecord) -> Response {
         (status = 200, description = "`if_not_exists=true` and the name is taken: the existing catalog, unchanged", body = Catalog),
         (status = 400, description = "Malformed JSON or query string", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_EXISTS`", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body, name or options (`NAME_INVALID`, `CATALOG_TYPE_MISSING`, \
             `CATALOG_TYPE_UNKNOWN`, `CATALOG_OPTIONS_MISSING`, `CATALOG_OPTIONS_UNSUPPORTED`, `CATALOG_OPTION_INVALID`, \
             `OPTIONS_INVALID`), or the catalog cannot be opened (`CATALOG_OPEN_FAILED`)",
@@ -314,8 +310,6 @@ fn created(record: &CatalogRecord) -> Response {
                 "code": "CATALOG_OPTIONS_MISSING",
                 "errors": [{"field": "options.base-url", "message": "required option is missing"}]
             })),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn register_catalog(
@@ -348,8 +342,6 @@ async fn register_catalog(
     responses(
         (status = 200, description = "One page of catalogs", body = CatalogPage),
         (status = 400, description = "`QUERY_INVALID` or `PAGE_TOKEN_INVALID`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_catalogs(
@@ -382,8 +374,6 @@ async fn list_catalogs(
         (status = 200, description = "The catalog", body = Catalog, headers(("etag" = String, description = "The representation's tag, for `If-Match`"))),
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_catalog(
@@ -412,11 +402,7 @@ async fn get_catalog(
         (status = 400, description = "Malformed JSON or `NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_MODIFIED`: altered by another request meanwhile", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`CATALOG_TYPE_IMMUTABLE`, invalid options, `CATALOG_SECRETS_REQUIRED` (where the catalog connects changes, and its secrets were not given again), or `CATALOG_OPEN_FAILED`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn alter_catalog(
@@ -456,8 +442,6 @@ async fn alter_catalog(
         (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_IN_USE`: unfinished jobs use it", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn drop_catalog(
@@ -495,8 +479,6 @@ async fn drop_catalog(
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`: the external system failed", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_databases(
@@ -530,8 +512,6 @@ async fn list_databases(
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND` or `DATABASE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_tables(
@@ -562,8 +542,6 @@ async fn list_tables(
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`CATALOG_NOT_FOUND`, `DATABASE_NOT_FOUND` or `TABLE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`CATALOG_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_table(

@@ -211,12 +211,8 @@ fn path_engine_name(name: &str) -> Result<EngineName, ApiError> {
             headers(("location" = String, description = "The engine's URL"))),
         (status = 200, description = "`if_not_exists=true` and the name is taken: the existing engine, unchanged", body = Engine),
         (status = 400, description = "`BODY_MALFORMED` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`ENGINE_EXISTS`", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`BODY_INVALID`, `NAME_INVALID`, `ENGINE_SETTING_INVALID`, or `ENGINE_UNREACHABLE` (the cluster did not answer as Flink)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn register_engine(
@@ -259,8 +255,6 @@ async fn register_engine(
     responses(
         (status = 200, description = "One page of engines", body = EnginePage),
         (status = 400, description = "`QUERY_INVALID` or `PAGE_TOKEN_INVALID`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn list_engines(
@@ -297,8 +291,6 @@ async fn list_engines(
         (status = 200, description = "The engine", body = Engine),
         (status = 400, description = "`NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`ENGINE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_engine(
@@ -322,12 +314,8 @@ async fn get_engine(
         (status = 200, description = "Altered", body = Engine),
         (status = 400, description = "`BODY_MALFORMED` or `NAME_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`ENGINE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`ENGINE_MODIFIED`: altered by another request meanwhile", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`BODY_INVALID`, `ENGINE_SETTING_INVALID` or `ENGINE_UNREACHABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn alter_engine(
@@ -359,9 +347,7 @@ async fn alter_engine(
         (status = 204, description = "Dropped (or absent, with `if_exists=true`)"),
         (status = 400, description = "`NAME_INVALID` or `QUERY_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`ENGINE_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`ENGINE_IN_USE`: it watches unfinished jobs", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn drop_engine(

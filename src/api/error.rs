@@ -215,7 +215,7 @@ impl ApiError {
     }
 
     /// A statement that does not parse, pointing at where.
-    pub fn syntax(error: crate::domain::statement::SyntaxError) -> Self {
+    pub fn syntax(error: crate::domain::flink::statement::SyntaxError) -> Self {
         Self {
             position: Some((clamp(error.line), clamp(error.column))),
             ..Self::new(ProblemCode::StatementSyntax, error.to_string())

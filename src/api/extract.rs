@@ -8,7 +8,11 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use std::collections::HashMap;
+
 use super::error::{ApiError, ProblemCode};
+use crate::domain::job::JobId;
+use crate::domain::ledger::Decision;
 
 /// `axum::Json` with problem+json rejections.
 pub struct ApiJson<T>(pub T);
@@ -110,4 +114,53 @@ where
             .map(|axum::extract::Path(value)| Self(value))
             .map_err(|e| ApiError::new(ProblemCode::PathInvalid, e.body_text()))
     }
+}
+
+/// A job's id from the path (`/v1/jobs/{job}…`): 32 hex digits, else
+/// `400 JOB_ID_INVALID`.
+pub struct JobPath(pub JobId);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiPath(params) =
+            ApiPath::<HashMap<String, String>>::from_request_parts(parts, state).await?;
+        let job = params.get("job").map(String::as_str).unwrap_or_default();
+        job_id(job).map(Self)
+    }
+}
+
+/// An operator's decision about one action, from
+/// `/v1/jobs/{job}/actions/{action}/{decision}`.
+pub struct DecisionPath {
+    pub job: JobId,
+    pub action: i64,
+    pub decision: Decision,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for DecisionPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiPath((job, action, decision)) =
+            ApiPath::<(String, i64, String)>::from_request_parts(parts, state).await?;
+        let decision = match decision.as_str() {
+            "retry" => Decision::Retry,
+            "give-up" => Decision::GiveUp,
+            other => {
+                let detail = format!("'{other}' is not a decision; use retry or give-up");
+                return Err(ApiError::new(ProblemCode::PathInvalid, detail));
+            }
+        };
+        Ok(Self {
+            job: job_id(&job)?,
+            action,
+            decision,
+        })
+    }
+}
+
+fn job_id(text: &str) -> Result<JobId, ApiError> {
+    JobId::parse(text).map_err(|e| ApiError::new(ProblemCode::JobIdInvalid, e.to_string()))
 }

@@ -89,13 +89,15 @@ pub fn finish(api: &mut OpenApi) {
             .responses
             .insert((*name).to_owned(), RefOr::T(problem_answer(description)));
     }
-    for item in api.paths.paths.values_mut() {
+    for (path, item) in api.paths.paths.iter_mut() {
         if let Some(post) = &mut item.post {
             accept_idempotency_key(post);
         }
+        // Liveness answers before the store is reached, and always 200.
+        let reaches_store = path != "/healthz";
         for operation in operations(item) {
             require_bearer(operation);
-            share_responses(operation);
+            share_responses(operation, reaches_store);
         }
     }
 }
@@ -148,16 +150,25 @@ fn require_bearer(operation: &mut Operation) {
     }
 }
 
-/// The shared answers as references: added where every operation has them
-/// (431, default), and put in place of an inline copy with the same words.
-fn share_responses(operation: &mut Operation) {
+/// The shared answers as references, so that no handler repeats them:
+/// what any request can get (408, 431, default), what a request with a
+/// body can get (413, 415), and 503 where the store is reached. An answer a
+/// handler words its own way for the same status is kept.
+fn share_responses(operation: &mut Operation, reaches_store: bool) {
+    let has_body = operation.request_body.is_some();
     let responses = &mut operation.responses.responses;
     for (status, _, description) in SHARED {
+        let applies = match *status {
+            "408" | "431" | "default" => true,
+            "413" | "415" => has_body,
+            "503" => reaches_store,
+            _ => false,
+        };
         let inline_copy = matches!(
             responses.get(*status),
             Some(RefOr::T(answer)) if answer.description == *description
         );
-        if inline_copy || matches!(*status, "431" | "default") {
+        if inline_copy || (applies && !responses.contains_key(*status)) {
             responses.insert((*status).into(), shared(status));
         }
     }

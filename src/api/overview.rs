@@ -10,7 +10,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::auth::{Authorized, need};
-use super::error::{ApiError, Problem};
+use super::error::ApiError;
 use crate::domain::job::JobStatus;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -46,7 +46,6 @@ pub struct StatusCount {
     tag = "jobs",
     responses(
         (status = 200, description = "Counts, read now", body = Overview),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn get_overview(

@@ -1,6 +1,6 @@
 //! `POST /v1/statements`: Flink's catalog statements over HTTP, for people
 //! who think in `CREATE CATALOG ... WITH (...)`. Parsed in
-//! [`crate::domain::statement`], run by the same use cases as
+//! [`crate::domain::flink::statement`], run by the same use cases as
 //! `/v1/catalogs`.
 
 use axum::extract::State;
@@ -13,7 +13,7 @@ use super::AppState;
 use super::auth::{Authorized, Permission, need};
 use super::error::{ApiError, Problem, ProblemCode};
 use super::extract::ApiJson;
-use crate::domain::statement;
+use crate::domain::flink::statement;
 use crate::service::ServiceError;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -70,11 +70,7 @@ pub struct StatementResult {
             })),
         (status = 404, description = "`CATALOG_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`CATALOG_EXISTS`, `CATALOG_IN_USE` or `CATALOG_MODIFIED`", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "`BODY_TOO_LARGE`", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "`CONTENT_TYPE_UNSUPPORTED`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid name or options, as for `POST /v1/catalogs`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "`STORE_UNAVAILABLE`", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "`REQUEST_TIMEOUT`", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn run_statement(

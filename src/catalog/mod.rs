@@ -23,10 +23,10 @@ pub use live::LiveCatalogs;
 pub use protected::ProtectedPaths;
 pub use registry::{FactoryError, FactoryRegistry, OpenError, OpenOrInvalid};
 
+use crate::domain::flink::table::TableDefinition;
+pub use crate::domain::flink::table::{ColumnInfo, TableInfo};
 use crate::domain::ledger::ActionOutcome;
 pub use crate::domain::staging::{Staging, StagingKey, WriteLocation};
-use crate::domain::table::TableDefinition;
-pub use crate::domain::table::{ColumnInfo, TableInfo};
 
 /// How a commit publishes the staging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,7 +231,7 @@ pub(crate) fn defined_table(staging: &Staging) -> TableInfo {
         .map(|c| ColumnInfo {
             name: c.name.clone(),
             data_type: c.data_type.clone(),
-            nullable: crate::domain::types::DataType::parse(&c.data_type)
+            nullable: crate::domain::flink::types::DataType::parse(&c.data_type)
                 .map(|t| t.nullable)
                 .unwrap_or(true),
         })

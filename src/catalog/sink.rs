@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use super::{Staging, WriteLocation};
 use crate::domain::WriteLocationKind;
+use crate::domain::flink::table::TableDefinition;
+use crate::domain::flink::types::DataType;
 use crate::domain::options::is_sensitive;
-use crate::domain::table::TableDefinition;
-use crate::domain::types::DataType;
 
 /// A location whose sink options are the table's own connector options
 /// overlaid with `connector_options` (which say where), and whose

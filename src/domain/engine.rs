@@ -21,23 +21,23 @@ pub const DEFAULT_MAX_REQUESTS_PER_SECOND: u32 = 20;
 pub const MAX_FAILURE_LEN: usize = 4096;
 
 /// The kinds of engine ctasd can watch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EngineKind {
     /// An Apache Flink cluster, through its REST API.
     Flink,
-}
-
-impl EngineKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Flink => "flink",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        (s == "flink").then_some(EngineKind::Flink)
-    }
 }
 
 /// How ctasd watches one engine.
@@ -64,33 +64,25 @@ pub struct EngineDescriptor {
 }
 
 /// Whether ctasd could reach an engine when it last tried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Reachability {
     /// Not polled yet since it was registered or altered.
     Unknown,
     Reachable,
     Unreachable,
-}
-
-impl Reachability {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reachability::Unknown => "unknown",
-            Reachability::Reachable => "reachable",
-            Reachability::Unreachable => "unreachable",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Reachability::Unknown,
-            Reachability::Reachable,
-            Reachability::Unreachable,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
-    }
 }
 
 /// What ctasd last saw of an engine.

@@ -38,8 +38,10 @@ use serde::{Deserialize, Serialize};
     Serialize,
     Deserialize,
     utoipa::ToSchema,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobStatus {
     Initializing,
     Created,
@@ -72,19 +74,7 @@ impl JobStatus {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Initializing => "INITIALIZING",
-            Created => "CREATED",
-            Running => "RUNNING",
-            Failing => "FAILING",
-            Failed => "FAILED",
-            Cancelling => "CANCELLING",
-            Canceled => "CANCELED",
-            Finished => "FINISHED",
-            Restarting => "RESTARTING",
-            Suspended => "SUSPENDED",
-            Reconciling => "RECONCILING",
-        }
+        self.into()
     }
 
     /// `FINISHED`, `FAILED`, `CANCELED`: no transition leaves them.
@@ -319,8 +309,20 @@ impl JobStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "snake_case")]
 pub enum JobMode {
     Streaming,
     Batch,
@@ -458,21 +460,6 @@ mod tests {
     fn an_illegal_move_names_the_legal_ones() {
         let message = Finished.transition_to(Running).unwrap_err().to_string();
         assert!(message.contains("legal next statuses: none"), "{message}");
-    }
-}
-
-impl JobMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobMode::Streaming => "streaming",
-            JobMode::Batch => "batch",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [JobMode::Streaming, JobMode::Batch]
-            .into_iter()
-            .find(|m| m.as_str() == s)
     }
 }
 

@@ -3,6 +3,9 @@
 //! what operators may decide about a stuck or failed one. Every status
 //! change records its actions here in the same store transaction, so a
 //! crash loses none and runs none twice.
+//!
+//! Its tests, at the end, are a fifth of the file: the plan is checked for
+//! every mode, preparation and move.
 
 use std::time::Duration;
 
@@ -12,8 +15,21 @@ use serde::{Deserialize, Serialize};
 use super::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 
 /// One step a hook takes on a status change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "snake_case")]
 pub enum HookAction {
     /// Batch: create the hidden staging table or directory.
     Begin,
@@ -121,53 +137,27 @@ pub fn moves_without_actions(to: JobStatus) -> Vec<Shape> {
     shapes
 }
 
-impl HookAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookAction::Begin => "begin",
-            HookAction::Create => "create",
-            HookAction::Commit => "commit",
-            HookAction::Abort => "abort",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            HookAction::Begin,
-            HookAction::Create,
-            HookAction::Commit,
-            HookAction::Abort,
-        ]
-        .into_iter()
-        .find(|a| a.as_str() == s)
-    }
-}
-
 /// Where a hook's action stands in the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "snake_case")]
 pub enum ActionState {
     /// Recorded, not yet done: runs now, or again after a failure or a crash.
     Pending,
     Done,
     /// Gave up: the world refused it (e.g. a conflict at commit).
     Failed,
-}
-
-impl ActionState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionState::Pending => "pending",
-            ActionState::Done => "done",
-            ActionState::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [ActionState::Pending, ActionState::Done, ActionState::Failed]
-            .into_iter()
-            .find(|a| a.as_str() == s)
-    }
 }
 
 /// One action in the ledger.
@@ -227,8 +217,20 @@ pub enum Settlement {
 }
 
 /// What an action found or did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ActionOutcome {
     /// `begin`: a new, empty staging.
     Staged,
@@ -275,33 +277,23 @@ impl ActionOutcome {
         ActionOutcome::GivenUp,
         ActionOutcome::Discarded,
     ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionOutcome::Staged => "staged",
-            ActionOutcome::AlreadyStaged => "already_staged",
-            ActionOutcome::Restaged => "restaged",
-            ActionOutcome::Adopted => "adopted",
-            ActionOutcome::Created => "created",
-            ActionOutcome::AlreadyExisted => "already_existed",
-            ActionOutcome::Replaced => "replaced",
-            ActionOutcome::Committed => "committed",
-            ActionOutcome::AlreadyCommitted => "already_committed",
-            ActionOutcome::Aborted => "aborted",
-            ActionOutcome::Superseded => "superseded",
-            ActionOutcome::GivenUp => "given_up",
-            ActionOutcome::Discarded => "discarded",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|o| o.as_str() == s)
-    }
 }
 
 /// What an operator decides about a stuck or failed action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Decision {
     /// Run it again now, without waiting for its backoff (a failed one too,
     /// once its cause is fixed).
@@ -309,21 +301,6 @@ pub enum Decision {
     /// Stop trying: the action fails, and a batch hook's staging is
     /// discarded by an abort, which releases the catalog.
     GiveUp,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Retry => "retry",
-            Decision::GiveUp => "give_up",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [Decision::Retry, Decision::GiveUp]
-            .into_iter()
-            .find(|d| d.as_str() == s)
-    }
 }
 
 /// An operator's decision, as recorded.

@@ -4,20 +4,46 @@
 
 pub mod catalog;
 pub mod engine;
-pub mod hook;
+pub mod flink;
 pub mod job;
+pub mod job_record;
 pub mod ledger;
 pub mod name;
 pub mod options;
 pub mod staging;
-pub mod statement;
-pub mod table;
-pub mod types;
 
 pub use catalog::{CatalogAlteration, CatalogDescriptor, CatalogRecord};
 pub use name::{CatalogName, EngineName, NameError, ObjectName};
 pub use options::{CatalogOptions, MASK, OptionsError};
 pub use staging::{Staging, StagingKey, WriteLocation, WriteLocationKind};
+
+/// The string forms of the domain's enums, derived once (strum's
+/// `IntoStaticStr` and `EnumString`, spelled as their serde names):
+/// `as_str` writes one, as stored and logged, and `parse` reads one back.
+macro_rules! string_forms {
+    ($($kind:ty),* $(,)?) => {$(
+        impl $kind {
+            pub fn as_str(self) -> &'static str {
+                self.into()
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                s.parse().ok()
+            }
+        }
+    )*};
+}
+
+string_forms!(
+    engine::EngineKind,
+    engine::Reachability,
+    job::JobMode,
+    job_record::HookKind,
+    ledger::HookAction,
+    ledger::ActionState,
+    ledger::ActionOutcome,
+    ledger::Decision,
+);
 
 /// For optional request fields that have no `null`:
 /// `#[serde(default, deserialize_with = "non_null")]` reads an absent field

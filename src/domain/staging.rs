@@ -1,10 +1,10 @@
 //! A hook's staging, named so that it is found again after a crash and can
 //! never clash with a user's table: the job id and the hook's index.
 
-use super::hook::{JobRecord, NewHook};
+use super::job_record::{JobRecord, NewHook};
 use std::collections::BTreeMap;
 
-use super::table::TableDefinition;
+use super::flink::table::TableDefinition;
 
 /// Names a hook's staging: the job id (32 hex digits) and the hook's index.
 /// Staging tables and directories are named after it, so they are found

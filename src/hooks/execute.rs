@@ -12,7 +12,7 @@ use super::{ACTION_TIMEOUT, HookRunner, Recorded};
 use crate::catalog::{
     BeginOutcome, Catalog, CatalogError, CreateOutcome, OpenOrInvalid, Publish, Staging,
 };
-use crate::domain::hook::{HookKind, JobRecord, NewHook};
+use crate::domain::job_record::{HookKind, JobRecord, NewHook};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionResult, ActionState, HookAction, retry,
 };
@@ -65,7 +65,7 @@ fn kept(job: &JobRecord, result: ActionResult) -> ActionResult {
 }
 
 /// What the ledger records for an outcome of `action`.
-fn settle(action: &ActionRecord, outcome: Result<ActionOutcome, Failure>) -> ActionResult {
+fn recorded_result(action: &ActionRecord, outcome: Result<ActionOutcome, Failure>) -> ActionResult {
     match outcome {
         Ok(outcome) => ActionResult::Done { outcome },
         Err(Failure::Passing(error)) => retry(action, error),
@@ -166,7 +166,10 @@ impl HookRunner {
     async fn attempt(&self, job: &JobRecord, batch: &[ActionRecord]) -> Vec<ActionResult> {
         let first = &batch[0];
         let every = |failure: &dyn Fn() -> Failure| -> Vec<ActionResult> {
-            batch.iter().map(|a| settle(a, Err(failure()))).collect()
+            batch
+                .iter()
+                .map(|a| recorded_result(a, Err(failure())))
+                .collect()
         };
         let Some(hook) = job.hooks.get(first.hook_index as usize) else {
             let error = format!("job has no hook {}", first.hook_index);
@@ -209,7 +212,7 @@ impl HookRunner {
                 .map(|()| ActionOutcome::Aborted),
             HookAction::Commit => unreachable!("commits run as a batch above"),
         };
-        vec![settle(first, outcome.map_err(Failure::from))]
+        vec![recorded_result(first, outcome.map_err(Failure::from))]
     }
 
     /// Publishes a batch of commits; a conflict on any of them (someone
@@ -236,7 +239,7 @@ impl HookRunner {
                         Err(e) => {
                             return batch
                                 .iter()
-                                .map(|a| settle(a, Err(Failure::from(e.clone()))))
+                                .map(|a| recorded_result(a, Err(Failure::from(e.clone()))))
                                 .collect();
                         }
                     }
@@ -265,7 +268,7 @@ impl HookRunner {
                     },
                     Err(e) => retry(action, e.to_string()),
                 },
-                Err(other) => settle(action, Err(Failure::from(other))),
+                Err(other) => recorded_result(action, Err(Failure::from(other))),
             };
             results.push(result);
         }

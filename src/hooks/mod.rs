@@ -17,11 +17,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::{StreamExt, TryStreamExt};
-use tokio::sync::watch;
 
 use crate::catalog::LiveCatalogs;
-use crate::domain::hook::JobRecord;
 use crate::domain::job::JobId;
+use crate::domain::job_record::JobRecord;
 use crate::domain::ledger::{ActionOutcome, ActionRecord, ActionResult, ActionState};
 use crate::store::{Store, StoreError};
 
@@ -69,17 +68,17 @@ impl HookRunner {
     /// holds, and answers the job as it then stands. The job is read from
     /// the store once; again only while another runner holds its actions.
     /// Due actions are claimed again only while the job has some pending.
-    pub async fn settle_job(
+    pub async fn run_job_actions(
         &self,
         job: &JobId,
         claimed: Vec<ActionRecord>,
     ) -> Result<JobRecord, StoreError> {
         let record = self.read(job).await?;
-        self.settle(record, claimed).await
+        self.run_read_job_actions(record, claimed).await
     }
 
-    /// [`HookRunner::settle_job`] for a job just read as `record`.
-    pub async fn settle(
+    /// [`HookRunner::run_job_actions`] for a job just read as `record`.
+    pub async fn run_read_job_actions(
         &self,
         mut record: JobRecord,
         mut claimed: Vec<ActionRecord>,
@@ -163,30 +162,6 @@ impl HookRunner {
                 .try_collect::<()>()
                 .await?;
         }
-    }
-
-    /// Resumes due actions every `period` until `stop` says so; the round
-    /// in progress finishes first, so no attempt is cut off half-way.
-    pub fn spawn_resumer(
-        self: Arc<Self>,
-        period: Duration,
-        mut stop: watch::Receiver<bool>,
-    ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(period);
-            loop {
-                tokio::select! {
-                    _ = ticks.tick() => {}
-                    _ = stop.changed() => return,
-                }
-                if let Err(error) = self.run_due().await {
-                    tracing::warn!(%error, "resuming hook actions failed; will retry");
-                }
-                if *stop.borrow() {
-                    return;
-                }
-            }
-        })
     }
 
     /// Runs claimed actions of one job, keeping their leases meanwhile, and

@@ -19,15 +19,13 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
+use crate::background::Background;
 use crate::catalog::installation::Installation;
 use crate::catalog::{LiveCatalogs, ProtectedPaths};
 use crate::config::{ServeSettings, StoreSettings};
 use crate::hooks::HookRunner;
 use crate::service::Services;
 use crate::store::{self, Keyring, Store};
-
-/// How often due hook actions are looked for.
-const RESUME_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Opens the store named by the settings, with its keyring. Does not migrate.
 pub async fn open_store(settings: &StoreSettings) -> anyhow::Result<Arc<dyn Store>> {
@@ -112,10 +110,7 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
-    stop_background: watch::Sender<bool>,
-    resumer: JoinHandle<()>,
-    watcher: JoinHandle<()>,
-    retention: Option<JoinHandle<()>>,
+    background: Background,
     warm_up: JoinHandle<()>,
 }
 
@@ -125,12 +120,7 @@ impl RunningServer {
     pub async fn stop(self) {
         let _ = self.shutdown.send(());
         let _ = self.task.await;
-        let _ = self.stop_background.send(true);
-        let _ = self.resumer.await;
-        let _ = self.watcher.await;
-        if let Some(retention) = self.retention {
-            let _ = retention.await;
-        }
+        self.background.stop().await;
         // Catalogs still being opened are let go: a stopped server holds
         // nothing of its store (a SQLite store is free for the next one).
         self.warm_up.abort();
@@ -187,6 +177,7 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         catalogs.clone(),
         metrics.clone(),
     ));
+    #[cfg(feature = "crash-points")]
     if let Some(kill_at) = settings.fault_kill_at {
         crate::fault::arm(kill_at);
     }
@@ -202,24 +193,16 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
         tokens,
     ));
     tracing::info!(%addr, store = %store.describe(), "ctasd ready");
-    // Resumes actions left unfinished by a crash, and retries failed
-    // attempts; the watcher follows the jobs of registered engines.
-    let (stop_background, stop) = watch::channel(false);
-    let resumer = hooks.spawn_resumer(RESUME_EVERY, stop.clone());
-    let watcher = crate::watcher::spawn(services.clone(), stop.clone());
-    // Jobs that ended long ago go, so the store does not grow for ever.
-    let retention = settings
-        .ended_job_retention()
-        .map(|retention| crate::retention::spawn(services.clone(), retention, stop));
+    // Resumes actions left unfinished by a crash and retries failed
+    // attempts, follows the jobs of registered engines, and purges jobs
+    // that ended long ago.
+    let background = Background::start(services.clone(), hooks, settings.ended_job_retention());
     let warm_up = tokio::spawn(async move { services.warm_up_catalogs().await });
     Ok(RunningServer {
         addr,
         shutdown,
         task,
-        stop_background,
-        resumer,
-        watcher,
-        retention,
+        background,
         warm_up,
     })
 }

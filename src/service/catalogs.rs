@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use super::{ServiceError, Services, unavailable};
 use crate::catalog::{Catalog, CatalogError};
 use crate::domain::catalog::check_comment;
+use crate::domain::flink::table::TableInfo;
 use crate::domain::options::OptionSpec;
-use crate::domain::table::TableInfo;
 use crate::domain::{
     CatalogAlteration, CatalogDescriptor, CatalogName, CatalogOptions, CatalogRecord, ObjectName,
 };

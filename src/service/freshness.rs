@@ -13,7 +13,7 @@
 //! after the request it answers arrived, so no replica's change that was
 //! answered before the request is missed.
 //!
-//! [`JobRecord::is_at_rest`]: crate::domain::hook::JobRecord::is_at_rest
+//! [`JobRecord::is_at_rest`]: crate::domain::job_record::JobRecord::is_at_rest
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

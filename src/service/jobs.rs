@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use super::submit::{check_engine_job_id, check_watched_engine_job_id};
 use super::{ServiceError, Services, WriteLocations};
 use crate::domain::Staging;
-use crate::domain::hook::{JobCursor, JobFilter, JobRecord, StatusChange};
 use crate::domain::job::{JobId, JobMode};
+use crate::domain::job_record::{JobCursor, JobFilter, JobRecord, StatusChange};
 use crate::domain::ledger::{Decision, Intervention};
 
 /// A job's history: the statuses it reached and operators' decisions.
@@ -59,13 +59,13 @@ impl Services {
     /// status comes from that engine alone (a token reporting FINISHED while
     /// Flink still runs the job would publish a partial staging), and its
     /// engine job id stays the one ctasd follows. An operator can still
-    /// settle its actions.
+    /// retry or give up its actions.
     pub async fn refuse_watched_to_engine_tokens(&self, id: &JobId) -> Result<(), ServiceError> {
         match self.job(id).await?.engine {
             Some(engine) => Err(ServiceError::JobWatched(format!(
                 "job '{id}' is watched on engine '{engine}': its status comes from that engine \
                  alone, so an engine token may neither report it nor re-point it; an operator \
-                 may settle its actions"
+                 may retry or give up its actions"
             ))),
             None => Ok(()),
         }
@@ -97,15 +97,15 @@ impl Services {
 
     /// An operator's decision about an action; the actions it leads to run
     /// at once, and the job answers as it then stands.
-    pub async fn settle_action(
+    pub async fn decide_action(
         &self,
         id: &JobId,
         action: i64,
         decision: Decision,
     ) -> Result<JobRecord, ServiceError> {
-        self.store.settle_action(id, action, decision).await?;
-        tracing::info!(job = %id, action, decision = decision.as_str(), "operator settled an action");
-        Ok(self.hooks.settle_job(id, Vec::new()).await?)
+        self.store.decide_action(id, action, decision).await?;
+        tracing::info!(job = %id, action, decision = decision.as_str(), "operator decided about an action");
+        Ok(self.hooks.run_job_actions(id, Vec::new()).await?)
     }
 
     /// Where the engine writes each hook's rows (none for a skipped hook).

@@ -1,62 +1,27 @@
-//! A status report. One that plans no action (a streaming job restarting,
-//! a batch job starting to run) is written and read back in one statement
-//! where the store can (with other jobs' reports made meanwhile); any
-//! other, or one the store cannot do so, moves in one transaction with the
-//! actions it implies (and claims the due ones), the actions run, and the
-//! job answers as it then stands, read once.
+//! A status report. The plain path: the job moves in one transaction with
+//! the actions the move implies (claiming the due ones), the actions run,
+//! and the job answers as it then stands, read once.
 //!
-//! What mode a job has and whether it is watched never change, so this
-//! process remembers them for the jobs it has seen: a report that must
-//! plan an action goes straight to the transaction, without trying the
-//! one statement first. The statement checks the job's shape itself; a
-//! hint that is missing or wrong costs one round trip, never a wrong move.
+//! The fast path beside it, [`Services::report_quietly`]: a report that
+//! plans no action (a streaming job restarting, a batch job starting to
+//! run) is written and read back in one statement where the store can,
+//! with other jobs' reports made meanwhile. What mode a job has and
+//! whether it is watched never change, so this process remembers them for
+//! the jobs it has seen, and a report that must plan an action skips the
+//! fast path. The statement checks the job's shape itself, so a hint that
+//! is missing or wrong costs one round trip, never a wrong move
+//! (docs/fast-paths.md).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::{ServiceError, Services};
-use crate::domain::hook::JobRecord;
 use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
+use crate::domain::job_record::JobRecord;
 use crate::domain::ledger::{Preparation, Shape, moves_without_actions};
 use crate::fault::{self, Point};
 use crate::hooks::LEASE;
-
-/// Most jobs whose shape is remembered; past it, the hints start afresh.
-const MOST_HINTS: usize = 65_536;
-
-/// The mode and preparation of jobs this process has seen.
-#[derive(Default)]
-pub(super) struct ShapeHints {
-    jobs: Mutex<HashMap<JobId, (JobMode, Preparation)>>,
-}
-
-impl ShapeHints {
-    pub(super) fn learn(&self, job: &JobRecord) {
-        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if jobs.len() >= MOST_HINTS {
-            jobs.clear();
-        }
-        let shape = (job.mode, Preparation::of(job.engine.is_some()));
-        jobs.insert(job.id.clone(), shape);
-    }
-
-    /// The shapes from which reporting `report` moves `job` without
-    /// actions, narrowed to its own when it is known.
-    fn moves_without_actions(&self, job: &JobId, report: &StatusReport) -> Vec<Shape> {
-        let known = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(job)
-            .copied();
-        let mut shapes = moves_without_actions(report.status);
-        if let Some((mode, preparation)) = known {
-            shapes.retain(|s| s.mode == mode && s.preparation == preparation);
-        }
-        shapes
-    }
-}
 
 impl Services {
     pub async fn report_status(
@@ -70,23 +35,45 @@ impl Services {
             return Err(ServiceError::StaleRun(stale));
         }
         let report = &self.as_kept(job, report).await?;
+        if let Some(moved) = self.report_quietly(job, report).await? {
+            return Ok(moved);
+        }
+        let moved = self.store.transition_job(job, report, Some(LEASE)).await?;
+        self.moved(job, report, &moved.transition).await;
+        let answered = self.hooks.run_job_actions(job, moved.claimed).await?;
+        self.shapes.learn(&answered);
+        Ok(answered)
+    }
+
+    /// The fast path: a report that plans no action, moved in one
+    /// statement with others; `None` when it does not apply, and the plain
+    /// path then moves the job.
+    async fn report_quietly(
+        &self,
+        job: &JobId,
+        report: &StatusReport,
+    ) -> Result<Option<JobRecord>, ServiceError> {
         let shapes = self.shapes.moves_without_actions(job, report);
-        if let Some(moved) = self
+        let Some(moved) = self
             .store
             .move_without_actions(job, report, &shapes)
             .await?
-        {
-            self.reported(job, report, &moved.transition);
-            self.fold_restarts(job, &moved.transition).await;
-            self.shapes.learn(&moved.job);
-            return Ok(self.hooks.settle(moved.job, Vec::new()).await?);
-        }
-        let moved = self.store.transition_job(job, report, Some(LEASE)).await?;
-        self.reported(job, report, &moved.transition);
-        self.fold_restarts(job, &moved.transition).await;
-        let settled = self.hooks.settle_job(job, moved.claimed).await?;
-        self.shapes.learn(&settled);
-        Ok(settled)
+        else {
+            return Ok(None);
+        };
+        self.moved(job, report, &moved.transition).await;
+        self.shapes.learn(&moved.job);
+        Ok(Some(
+            self.hooks
+                .run_read_job_actions(moved.job, Vec::new())
+                .await?,
+        ))
+    }
+
+    /// What follows every stored move, whichever path made it.
+    async fn moved(&self, job: &JobId, report: &StatusReport, transition: &Transition) {
+        self.reported(job, report, transition);
+        self.fold_restarts(job, transition).await;
     }
 
     /// `report` as it is stored: a failure, which comes from outside and
@@ -137,5 +124,41 @@ impl Services {
         }
         tracing::info!(job = %job, status = report.status.as_str(), transition = ?transition, "status reported");
         fault::reached(Point::StatusStored);
+    }
+}
+
+/// Most jobs whose shape is remembered; past it, the hints start afresh.
+const MOST_HINTS: usize = 65_536;
+
+/// The mode and preparation of jobs this process has seen.
+#[derive(Default)]
+pub(super) struct ShapeHints {
+    jobs: Mutex<HashMap<JobId, (JobMode, Preparation)>>,
+}
+
+impl ShapeHints {
+    pub(super) fn learn(&self, job: &JobRecord) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if jobs.len() >= MOST_HINTS {
+            jobs.clear();
+        }
+        let shape = (job.mode, Preparation::of(job.engine.is_some()));
+        jobs.insert(job.id.clone(), shape);
+    }
+
+    /// The shapes from which reporting `report` moves `job` without
+    /// actions, narrowed to its own when it is known.
+    fn moves_without_actions(&self, job: &JobId, report: &StatusReport) -> Vec<Shape> {
+        let known = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(job)
+            .copied();
+        let mut shapes = moves_without_actions(report.status);
+        if let Some((mode, preparation)) = known {
+            shapes.retain(|s| s.mode == mode && s.preparation == preparation);
+        }
+        shapes
     }
 }

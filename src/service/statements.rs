@@ -5,7 +5,7 @@
 //! `DESCRIBE` and `SHOW CREATE` never print a secret: they show `******`.
 
 use super::{ServiceError, Services};
-use crate::domain::statement::{CatalogStatement, quote_identifier, quote_literal};
+use crate::domain::flink::statement::{CatalogStatement, quote_identifier, quote_literal};
 use crate::domain::{CatalogAlteration, CatalogName, CatalogRecord};
 
 /// A statement's answer, as a table.

@@ -14,9 +14,9 @@ use sha2::{Digest, Sha256};
 use super::{ServiceError, Services, unavailable};
 use crate::catalog::CatalogError;
 use crate::domain::engine::flink_job_id;
-use crate::domain::hook::{HookFate, HookKind, JobRecord, NewHook, NewJob, TargetRefusal};
+use crate::domain::flink::table::TableDefinition;
 use crate::domain::job::{JobId, JobMode};
-use crate::domain::table::TableDefinition;
+use crate::domain::job_record::{HookFate, HookKind, JobRecord, NewHook, NewJob, TargetRefusal};
 use crate::domain::{CatalogName, EngineName, ObjectName};
 use crate::store::StoreError;
 
@@ -174,7 +174,7 @@ impl Services {
                 if record.engine.is_none() {
                     return Ok(Submission::Created(record));
                 }
-                let prepared = self.hooks.settle_job(&record.id, Vec::new()).await?;
+                let prepared = self.hooks.run_job_actions(&record.id, Vec::new()).await?;
                 Ok(Submission::Created(prepared))
             }
             Err(StoreError::JobExists(_)) => match self.store.get_job(&job.id).await? {

@@ -18,8 +18,8 @@ use crate::domain::EngineName;
 use crate::domain::engine::{
     EngineObservation, EngineRecord, MAX_FAILURE_LEN, Reachability, statuses_since, truncate,
 };
-use crate::domain::hook::JobWatch;
 use crate::domain::job::{JobStatus, StatusReport};
+use crate::domain::job_record::JobWatch;
 use crate::engine::{FlinkClient, FlinkError, FlinkJob};
 use crate::store::WatchedJob;
 
@@ -128,7 +128,10 @@ impl Services {
                 },
                 Some(flink_id) => match known.get(flink_id) {
                     Some(seen) => self.follow(&engine, &flink, &job, seen, budget).await?,
-                    None => self.settle_missing(&engine, &job, flink_id, budget).await?,
+                    None => {
+                        self.conclude_missing(&engine, &job, flink_id, budget)
+                            .await?
+                    }
                 },
             };
             // A note quotes the engine; it is bounded like a failure.
@@ -228,7 +231,7 @@ impl Services {
 
     /// A job the cluster does not know: its HistoryServer may, else it is
     /// settled as FAILED once it has been missing for the grace period.
-    async fn settle_missing(
+    async fn conclude_missing(
         &self,
         engine: &EngineRecord,
         job: &WatchedJob,

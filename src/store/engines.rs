@@ -14,8 +14,8 @@ use crate::domain::EngineName;
 use crate::domain::engine::{
     EngineDescriptor, EngineKind, EngineObservation, EngineRecord, EngineSettings, Reachability,
 };
-use crate::domain::hook::JobWatch;
 use crate::domain::job::JobId;
+use crate::domain::job_record::JobWatch;
 
 const ENGINE_COLUMNS: &str = "name, kind, url, history_url, poll_interval_ms, missing_job_grace_s, \
      max_requests_per_second, comment, version, created_at, updated_at, reachability, \

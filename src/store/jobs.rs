@@ -12,8 +12,8 @@ use super::rows::{
 use super::sql::{Backend, Param, Query, Sql, SqlStore};
 use super::{JobStore, Keyring, StoreError};
 use crate::domain::EngineName;
-use crate::domain::hook::{JobCursor, JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobStatus};
+use crate::domain::job_record::{JobCursor, JobFilter, JobRecord, NewJob, StatusChange};
 use crate::domain::ledger::{Intervention, Preparation, preparation};
 
 /// A job's columns, what the watcher saw of it and of its engine, as
@@ -83,18 +83,7 @@ pub(crate) async fn read_jobs(
         return Ok(Vec::new());
     }
     if let ([id], true) = (ids, sql.dialect().one_statement_jobs) {
-        let job: Option<JobAsJson> = sql
-            .row(
-                Query::new(format!(
-                    "SELECT {JOB_COLUMNS}, {} FROM jobs j \
-                     LEFT JOIN job_watches w ON w.job_id = j.id \
-                     LEFT JOIN engines e ON e.name = j.engine WHERE j.id = $1",
-                    children_as_json("$1")
-                ))
-                .text(id),
-            )
-            .await?;
-        return job.map(|job| job.decode(keyring)).into_iter().collect();
+        return read_job_in_one_statement(sql, keyring, id).await;
     }
     let in_list = sql.dialect().in_list;
     let matches = |column: &str| match ids {
@@ -127,6 +116,28 @@ pub(crate) async fn read_jobs(
         ))))
         .await?;
     assemble_jobs(jobs, hooks, actions, keyring)
+}
+
+/// The fast path of [`read_jobs`] for one job, where the dialect can: the
+/// job, its hooks and its actions in one statement (see [`JobAsJson`]),
+/// one round trip instead of three (docs/fast-paths.md).
+async fn read_job_in_one_statement(
+    sql: &mut impl Sql,
+    keyring: &Keyring,
+    id: &str,
+) -> Result<Vec<JobRecord>, StoreError> {
+    let job: Option<JobAsJson> = sql
+        .row(
+            Query::new(format!(
+                "SELECT {JOB_COLUMNS}, {} FROM jobs j \
+                 LEFT JOIN job_watches w ON w.job_id = j.id \
+                 LEFT JOIN engines e ON e.name = j.engine WHERE j.id = $1",
+                children_as_json("$1")
+            ))
+            .text(id),
+        )
+        .await?;
+    job.map(|job| job.decode(keyring)).into_iter().collect()
 }
 
 /// The catalogs of a job's hooks, each once, sorted (so that concurrent

@@ -236,10 +236,10 @@ impl<B: Backend> Ledger for SqlStore<B> {
         report: &StatusReport,
         shapes: &[Shape],
     ) -> Result<Option<MovedJob>, StoreError> {
-        if !self.pool().dialect().one_statement_jobs || shapes.is_empty() {
-            return Ok(None);
+        match &self.quiet_moves {
+            Some(quiet_moves) if !shapes.is_empty() => quiet_moves.submit(id, report, shapes).await,
+            _ => Ok(None),
         }
-        self.quiet_moves.submit(id, report, shapes).await
     }
 
     async fn claim_due_actions(
@@ -345,7 +345,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
         Ok(now)
     }
 
-    async fn settle_action(
+    async fn decide_action(
         &self,
         job: &JobId,
         action: i64,
@@ -373,7 +373,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .any(|a| a.hook_index == target.hook_index && a.id > target.id);
         decide(target, later, decision).map_err(StoreError::Decision)?;
         let now = Utc::now();
-        let settle = match decision {
+        let decided = match decision {
             Decision::Retry => Query::new(
                 "UPDATE actions SET state = 'pending', outcome = NULL, not_before = $2, \
                  updated_at = $3 WHERE id = $1",
@@ -389,7 +389,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(action)
             .time(now),
         };
-        tx.execute(settle).await?;
+        tx.execute(decided).await?;
         if decision == Decision::GiveUp && abort_after_giving_up(mode, target, &actions) {
             tx.execute(
                 Query::new(

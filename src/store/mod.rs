@@ -15,7 +15,6 @@ mod idempotency;
 mod jobs;
 mod ledger;
 pub mod postgres;
-mod quiet_moves;
 mod reseal;
 mod rows;
 pub mod secrets;
@@ -34,8 +33,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::engine::{EngineDescriptor, EngineObservation, EngineRecord};
-use crate::domain::hook::{JobCursor, JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
 use crate::domain::job::{JobId, StatusReport, Transition};
+use crate::domain::job_record::{JobCursor, JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
 use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention, Shape};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
 pub use secrets::Keyring;
@@ -389,7 +388,7 @@ pub trait Ledger: Send + Sync {
     /// job's lock, and records it: a retry makes the action due now (a
     /// failed one pending again); giving up fails it and, for a batch
     /// hook's begin or commit, records the abort that discards the staging.
-    async fn settle_action(
+    async fn decide_action(
         &self,
         job: &JobId,
         action: i64,

@@ -9,8 +9,8 @@ use sqlx::migrate::MigrateError;
 
 use super::{Keyring, StoreError};
 use crate::domain::engine::{EngineObservation, Reachability};
-use crate::domain::hook::{HookKind, JobRecord, JobWatch, NewHook, NewJob, StatusChange};
 use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
+use crate::domain::job_record::{HookKind, JobRecord, JobWatch, NewHook, NewJob, StatusChange};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionState, Decision, HookAction, Intervention,
 };

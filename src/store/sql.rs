@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::quiet_moves::QuietMoves;
+use super::postgres::QuietMoves;
 use super::{Keyring, StoreError};
 
 /// One parameter of a query.
@@ -219,14 +219,19 @@ impl PoolUse {
 pub struct SqlStore<B: Backend> {
     pub(crate) backend: B,
     pub(crate) keyring: Arc<Keyring>,
-    /// Status reports that plan no action, where the dialect moves them in
-    /// one statement.
-    pub(crate) quiet_moves: QuietMoves<B::Pool>,
+    /// The fast path for status reports that plan no action, where the
+    /// dialect moves them in one statement (PostgreSQL); without it, every
+    /// report takes the plain transaction.
+    pub(crate) quiet_moves: Option<QuietMoves<B::Pool>>,
 }
 
 impl<B: Backend> SqlStore<B> {
     pub(crate) fn new(backend: B, keyring: Arc<Keyring>) -> Self {
-        let quiet_moves = QuietMoves::new(backend.pool(), keyring.clone());
+        let quiet_moves = backend
+            .pool()
+            .dialect()
+            .one_statement_jobs
+            .then(|| QuietMoves::new(backend.pool(), keyring.clone()));
         Self {
             backend,
             keyring,

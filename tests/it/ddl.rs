@@ -5,7 +5,7 @@ use ctasd::catalog::jdbc::mysql::MySql;
 use ctasd::catalog::jdbc::postgres::Postgres;
 use ctasd::catalog::jdbc::sqlite::Sqlite;
 use ctasd::catalog::jdbc::{Dialect, Shape};
-use ctasd::domain::table::TableDefinition;
+use ctasd::domain::flink::table::TableDefinition;
 use serde_json::json;
 
 use crate::helpers::{

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use ctasd::catalog::jdbc::JdbcUrl;
+use ctasd::domain::flink::statement;
+use ctasd::domain::flink::table::TableDefinition;
+use ctasd::domain::flink::types::DataType;
 use ctasd::domain::job::JobId;
-use ctasd::domain::statement;
-use ctasd::domain::table::TableDefinition;
-use ctasd::domain::types::DataType;
 use ctasd::domain::{CatalogName, CatalogOptions, ObjectName};
 use proptest::prelude::*;
 
@@ -108,7 +108,7 @@ proptest! {
             TableDefinition::from_properties(&properties).map(|t| t.columns.len())
         });
         if let Ok(count) = outcome {
-            prop_assert!(count <= ctasd::domain::table::MAX_COLUMNS);
+            prop_assert!(count <= ctasd::domain::flink::table::MAX_COLUMNS);
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ctasd::catalog::{
     BeginOutcome, Catalog, CatalogError, CommitOutcome, CreateOutcome, Publish, Staging, StagingKey,
 };
-use ctasd::domain::table::TableDefinition;
+use ctasd::domain::flink::table::TableDefinition;
 use ctasd::domain::{CatalogName, CatalogOptions};
 use serde_json::{Value, json};
 use sqlx::Connection;

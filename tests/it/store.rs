@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctasd::domain::engine::{EngineDescriptor, EngineKind, EngineObservation, EngineSettings};
-use ctasd::domain::hook::{HookKind, JobFilter, JobRecord, NewHook, NewJob};
 use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
+use ctasd::domain::job_record::{HookKind, JobFilter, JobRecord, NewHook, NewJob};
 use ctasd::domain::ledger::{
     ActionOutcome, ActionResult, ActionState, HookAction, moves_without_actions,
 };

@@ -10,9 +10,9 @@
 use std::fmt::Write;
 
 use crate::catalog::installation::Installation;
+use crate::domain::flink::table::{ColumnDefinition, TableDefinition};
+use crate::domain::flink::types::DataType;
 use crate::domain::staging::StagingKey;
-use crate::domain::table::{ColumnDefinition, TableDefinition};
-use crate::domain::types::DataType;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DialectError {

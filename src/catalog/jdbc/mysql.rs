@@ -13,8 +13,8 @@ use tokio::sync::OnceCell;
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication, backslash_escaped};
 use super::{CONNECT_TIMEOUT, Server, one_statement};
-use crate::domain::table::{ColumnDefinition, TableDefinition};
-use crate::domain::types::{DataType, TypeKind};
+use crate::domain::flink::table::{ColumnDefinition, TableDefinition};
+use crate::domain::flink::types::{DataType, TypeKind};
 use crate::fault::{self, Point};
 
 /// The longest `VARCHAR(n)` in utf8mb4 (65,535 bytes / 4).

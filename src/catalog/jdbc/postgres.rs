@@ -8,8 +8,8 @@ use sqlx::{ConnectOptions, Connection};
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication, backslash_escaped};
 use super::{Ending, PoolPerDatabase, Server, run_statements};
-use crate::domain::table::TableDefinition;
-use crate::domain::types::{DataType, TypeKind};
+use crate::domain::flink::table::TableDefinition;
+use crate::domain::flink::types::{DataType, TypeKind};
 
 /// The longest `VARCHAR(n)` and `CHAR(n)`.
 const MAX_CHAR: u32 = 10_485_760;

@@ -11,7 +11,7 @@ use sqlx::{ConnectOptions, Connection};
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication};
 use super::{CONNECT_TIMEOUT, Ending, PoolPerDatabase, Server, run_statements};
-use crate::domain::types::{DataType, MAX_LENGTH, TypeKind};
+use crate::domain::flink::types::{DataType, MAX_LENGTH, TypeKind};
 
 /// SQLite stores decimals as 8-byte floats: 15 significant digits survive.
 const MAX_DECIMAL_PRECISION: u32 = 15;

@@ -21,12 +21,12 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use super::jobs::{JOB_COLUMNS, JobAsJson, children_as_json};
-use super::rows::job_status;
-use super::sql::{Param, Query, Sql};
-use super::{Keyring, MovedJob, StoreError};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::ledger::{Preparation, Shape};
+use crate::store::jobs::{JOB_COLUMNS, JobAsJson, children_as_json};
+use crate::store::rows::job_status;
+use crate::store::sql::{Param, Query, Sql};
+use crate::store::{Keyring, MovedJob, StoreError};
 
 /// Most batch statements under way at once.
 const MOST_RUNNERS: usize = 1;

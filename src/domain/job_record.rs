@@ -14,8 +14,20 @@ use super::name::EngineName;
 use super::options::{redact_secrets, secret_values};
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum HookKind {
     /// The target must not exist.
     CreateTableAs,
@@ -26,24 +38,6 @@ pub enum HookKind {
 }
 
 impl HookKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookKind::CreateTableAs => "create_table_as",
-            HookKind::ReplaceTableAs => "replace_table_as",
-            HookKind::CreateOrReplaceTableAs => "create_or_replace_table_as",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            HookKind::CreateTableAs,
-            HookKind::ReplaceTableAs,
-            HookKind::CreateOrReplaceTableAs,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
-    }
-
     /// What a hook of this kind does to its target, given whether the target
     /// exists at submission: runs, is skipped (`if_not_exists` and the
     /// target is there), or is refused.
