@@ -27,18 +27,10 @@ use subtle::ConstantTimeEq;
 use super::error::{ApiError, ProblemCode};
 
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    utoipa::ToSchema,
-    strum::IntoStaticStr,
-    strum::EnumString,
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
 #[strum(serialize_all = "snake_case")]
 pub enum Role {
     Reader,

@@ -16,6 +16,32 @@ use tokio::task::JoinHandle;
 use crate::hooks::HookRunner;
 use crate::service::Services;
 
+/// Runs `round` every `period` (the first at once) until `stop` turns
+/// true; a round under way finishes first, so none is cut off half-way.
+fn every<F, Round>(
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+    mut round: F,
+) -> JoinHandle<()>
+where
+    F: FnMut() -> Round + Send + 'static,
+    Round: Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(period);
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = ticks.tick() => {}
+            }
+            if *stop.borrow() {
+                break;
+            }
+            round().await;
+        }
+    })
+}
+
 /// The background loops of one server.
 pub struct Background {
     stop: watch::Sender<bool>,

@@ -17,18 +17,11 @@ const PURGE_EVERY: Duration = Duration::from_secs(60 * 60);
 pub fn spawn(
     services: Arc<Services>,
     retention: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(PURGE_EVERY);
-        loop {
-            tokio::select! {
-                _ = stop.changed() => break,
-                _ = ticks.tick() => {}
-            }
-            if *stop.borrow() {
-                break;
-            }
+    super::every(PURGE_EVERY, stop, move || {
+        let services = services.clone();
+        async move {
             match services.purge_ended_jobs(retention).await {
                 Ok(0) => {}
                 Ok(purged) => tracing::info!(

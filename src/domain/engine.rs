@@ -21,19 +21,9 @@ pub const DEFAULT_MAX_REQUESTS_PER_SECOND: u32 = 20;
 pub const MAX_FAILURE_LEN: usize = 4096;
 
 /// The kinds of engine ctasd can watch.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    strum::IntoStaticStr,
-    strum::EnumString,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
 #[strum(serialize_all = "snake_case")]
 pub enum EngineKind {
     /// An Apache Flink cluster, through its REST API.
@@ -64,19 +54,9 @@ pub struct EngineDescriptor {
 }
 
 /// Whether ctasd could reach an engine when it last tried.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    strum::IntoStaticStr,
-    strum::EnumString,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
 #[strum(serialize_all = "snake_case")]
 pub enum Reachability {
     /// Not polled yet since it was registered or altered.

@@ -14,19 +14,9 @@ use super::name::EngineName;
 use super::options::{redact_secrets, secret_values};
 
 /// What a hook does to its target, as in Flink's CTAS / RTAS / CRTAS.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    strum::IntoStaticStr,
-    strum::EnumString,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
 #[strum(serialize_all = "snake_case")]
 pub enum HookKind {
     /// The target must not exist.
