@@ -29,18 +29,21 @@ pub enum Point {
     CommitApplied,
     /// Part of a staging is removed.
     AbortMidway,
+    /// An audit on a staging ran; what it found is not recorded yet.
+    AuditRan,
     /// The staging is gone; the ledger does not say so yet.
     AbortApplied,
 }
 
 impl Point {
-    pub const ALL: [Point; 6] = [
+    pub const ALL: [Point; 7] = [
         Point::StatusStored,
         Point::StagingCreated,
         Point::CommitMidway,
         Point::CommitApplied,
         Point::AbortMidway,
         Point::AbortApplied,
+        Point::AuditRan,
     ];
 
     pub fn as_str(self) -> &'static str {

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub transitions: IntCounterVec,
     /// Action attempts, by action and result (an outcome, `retry` or `failed`).
     pub actions: IntCounterVec,
+    /// Audits run on stagings, by result (`passed`, `failed`).
+    pub audits: IntCounterVec,
     /// Actions by ledger state (`pending`, `failed`), as the store holds them.
     pub actions_in_state: IntGaugeVec,
     /// The store's connections: `in_use`, `idle`, `max`.
@@ -69,6 +71,11 @@ impl Metrics {
                 "Hook action attempts, by action and result (an outcome, retry or failed).",
                 &["action", "result"],
             ),
+            audits: counter(
+                "ctasd_audits_total",
+                "Audits run on stagings before their commit, by result (passed or failed).",
+                &["result"],
+            ),
             actions_in_state: gauge(
                 "ctasd_actions",
                 "Hook actions in the store, by state (pending, failed).",
@@ -85,6 +92,7 @@ impl Metrics {
             Box::new(metrics.http_seconds.clone()),
             Box::new(metrics.transitions.clone()),
             Box::new(metrics.actions.clone()),
+            Box::new(metrics.audits.clone()),
             Box::new(metrics.actions_in_state.clone()),
             Box::new(metrics.store_connections.clone()),
         ] {

@@ -148,8 +148,10 @@ impl<S: Send + Sync> FromRequestParts<S> for DecisionPath {
         let decision = match decision.as_str() {
             "retry" => Decision::Retry,
             "give-up" => Decision::GiveUp,
+            "publish-anyway" => Decision::PublishAnyway,
             other => {
-                let detail = format!("'{other}' is not a decision; use retry or give-up");
+                let detail =
+                    format!("'{other}' is not a decision; use retry, give-up or publish-anyway");
                 return Err(ApiError::new(ProblemCode::PathInvalid, detail));
             }
         };

@@ -23,6 +23,7 @@ pub use live::LiveCatalogs;
 pub use protected::ProtectedPaths;
 pub use registry::{FactoryError, FactoryRegistry, OpenError, OpenOrInvalid};
 
+use crate::domain::audit::{Audit, Observed};
 use crate::domain::flink::table::TableDefinition;
 pub use crate::domain::flink::table::{ColumnInfo, TableInfo};
 use crate::domain::ledger::ActionOutcome;
@@ -189,6 +190,29 @@ pub trait Catalog: Send + Sync {
     /// its to remove.
     async fn check_replaceable(&self, _database: &str, _table: &str) -> Result<(), CatalogError> {
         Ok(())
+    }
+
+    /// Refuses audits this catalog cannot run, saying why. By default it
+    /// runs none: a catalog that holds no rows of its own has nothing to
+    /// check.
+    fn check_audits(&self, audits: &[Audit]) -> Result<(), String> {
+        match audits {
+            [] => Ok(()),
+            _ => Err("this catalog type holds no rows ctasd can audit".into()),
+        }
+    }
+
+    /// What each of `audits` observes on `staging` (read-only: nothing
+    /// changes). A system that cannot be reached is an error, tried again;
+    /// an audit that cannot be made is observed as refused, and fails.
+    async fn audit(
+        &self,
+        _staging: &Staging,
+        _audits: &[Audit],
+    ) -> Result<Vec<Observed>, CatalogError> {
+        Err(CatalogError::Unsupported(
+            "this catalog type holds no rows ctasd can audit".into(),
+        ))
     }
 
     /// Drops `database.table`, only when ctasd can prove it made it (its

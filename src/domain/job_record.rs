@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::audit::{Audit, AuditPolicy, AuditResult};
 use super::catalog::CatalogDescriptor;
 use super::engine::{EngineObservation, MAX_FAILURE_LEN, truncate};
 use super::job::{JobId, JobMode, JobStatus};
@@ -79,6 +80,10 @@ pub struct NewHook {
     /// The table definition as Flink's property map.
     pub table_properties: BTreeMap<String, String>,
     pub catalog: CatalogDescriptor,
+    /// Checks on the staging that decide whether it is published.
+    pub audits: Vec<Audit>,
+    /// What the audits found when they last ran.
+    pub audit_results: Vec<AuditResult>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +101,7 @@ pub struct NewJob {
     /// can be told apart from a different job reusing it.
     pub fingerprint: String,
     pub hooks: Vec<NewHook>,
+    pub audit_policy: AuditPolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +120,7 @@ pub struct JobRecord {
     pub failure: Option<String>,
     pub fingerprint: String,
     pub hooks: Vec<NewHook>,
+    pub audit_policy: AuditPolicy,
     pub actions: Vec<ActionRecord>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -133,6 +140,8 @@ impl JobRecord {
     pub fn settlement(&self) -> Settlement {
         if self.failures().next().is_some() {
             Settlement::Failed
+        } else if self.quarantined().next().is_some() {
+            Settlement::Quarantined
         } else if !self.status.is_globally_terminal()
             || self.actions.iter().any(|a| a.state == ActionState::Pending)
         {
@@ -140,6 +149,22 @@ impl JobRecord {
         } else {
             Settlement::Settled
         }
+    }
+
+    /// The commits held back by a failed audit, their stagings kept.
+    pub fn quarantined(&self) -> impl Iterator<Item = &ActionRecord> {
+        self.actions.iter().filter(|a| {
+            a.state == ActionState::Pending && a.outcome == Some(ActionOutcome::Quarantined)
+        })
+    }
+
+    /// When a quarantined staging is discarded unless an operator decides
+    /// first: its commit's quarantine, counted from when the commit was
+    /// recorded.
+    pub fn quarantine_ends(&self, commit: &ActionRecord) -> DateTime<Utc> {
+        commit.created_at
+            + chrono::Duration::from_std(self.audit_policy.quarantine)
+                .unwrap_or(chrono::Duration::MAX)
     }
 
     /// Whether only an engine-id update (which moves `updated_at`) or its

@@ -156,6 +156,8 @@ pub struct ActionRecord {
     /// What the action found or did, once it is done (or superseded, or
     /// given up).
     pub outcome: Option<ActionOutcome>,
+    /// A commit an operator chose to publish in spite of its audits.
+    pub audits_waived: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -180,6 +182,16 @@ pub enum ActionResult {
     Discarded {
         error: String,
     },
+    /// A commit an audit vetoed, its staging kept until `until` (then the
+    /// commit runs again, and discards it) unless an operator decides first.
+    Quarantined {
+        error: String,
+        until: DateTime<Utc>,
+    },
+    /// A commit an audit vetoed, its staging discarded.
+    Vetoed {
+        error: String,
+    },
 }
 
 /// Where everything ctasd had to do for a job stands.
@@ -190,9 +202,12 @@ pub enum Settlement {
     InProgress,
     /// Every action is done: tables published, created or discarded.
     Settled,
-    /// An action failed: a refusal, a conflict at commit, or an operator
-    /// gave up. The failures say which and why.
+    /// An action failed: a refusal, a conflict at commit, a failed audit,
+    /// or an operator gave up. The failures say which and why.
     Failed,
+    /// A failed audit holds a commit back: its staging is kept until an
+    /// operator publishes it anyway or discards it, or the quarantine ends.
+    Quarantined,
 }
 
 /// What an action found or did.
@@ -228,10 +243,16 @@ pub enum ActionOutcome {
     /// `commit` failed by a conflict at its target, and its staging was
     /// discarded: there is nothing left to publish.
     Discarded,
+    /// `commit` held back: an audit failed, and the staging is kept for
+    /// inspection until an operator publishes it anyway or discards it, or
+    /// the quarantine ends (the action is still pending).
+    Quarantined,
+    /// `commit` vetoed by a failed audit, and its staging discarded.
+    Vetoed,
 }
 
 impl ActionOutcome {
-    pub const ALL: [ActionOutcome; 13] = [
+    pub const ALL: [ActionOutcome; 15] = [
         ActionOutcome::Staged,
         ActionOutcome::AlreadyStaged,
         ActionOutcome::Restaged,
@@ -245,6 +266,8 @@ impl ActionOutcome {
         ActionOutcome::Superseded,
         ActionOutcome::GivenUp,
         ActionOutcome::Discarded,
+        ActionOutcome::Quarantined,
+        ActionOutcome::Vetoed,
     ];
 }
 
@@ -260,6 +283,18 @@ pub enum Decision {
     /// Stop trying: the action fails, and a batch hook's staging is
     /// discarded by an abort, which releases the catalog.
     GiveUp,
+    /// A commit whose audits vetoed it: publish the staging all the same,
+    /// as a normal commit.
+    PublishAnyway,
+}
+
+/// An operator's decision, with who made it and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deciding {
+    pub decision: Decision,
+    /// The token's name, when ctasd requires tokens.
+    pub by: Option<String>,
+    pub reason: Option<String>,
 }
 
 /// An operator's decision, as recorded.
@@ -268,6 +303,10 @@ pub struct Intervention {
     pub action_id: i64,
     pub decision: Decision,
     pub at: DateTime<Utc>,
+    /// The token that decided (its name), when ctasd requires tokens.
+    pub decided_by: Option<String>,
+    /// Why, in the operator's words.
+    pub reason: Option<String>,
 }
 
 /// Why an operator's decision cannot be applied.
@@ -286,6 +325,11 @@ pub enum DecisionError {
          there is nothing left to publish, so it cannot be retried: run the job again"
     )]
     StagingGone(i64),
+    #[error(
+        "action {0} is not a commit held back by a failed audit; only such a commit can be \
+         published anyway"
+    )]
+    NotQuarantined(i64),
 }
 
 /// What an operator's decision does to an action, given where it stands:
@@ -304,8 +348,19 @@ pub fn decide(
     if decision == Decision::Retry && later_of_hook {
         return Err(DecisionError::Overtaken(action.id));
     }
-    if decision == Decision::Retry && action.outcome == Some(ActionOutcome::Discarded) {
+    if decision == Decision::Retry
+        && matches!(
+            action.outcome,
+            Some(ActionOutcome::Discarded | ActionOutcome::Vetoed)
+        )
+    {
         return Err(DecisionError::StagingGone(action.id));
+    }
+    if decision == Decision::PublishAnyway
+        && (action.action != HookAction::Commit
+            || action.outcome != Some(ActionOutcome::Quarantined))
+    {
+        return Err(DecisionError::NotQuarantined(action.id));
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! without a database, and every layer above can rely on values that already
 //! passed validation.
 
+pub mod audit;
 pub mod catalog;
 pub mod engine;
 pub mod flink;
@@ -43,6 +44,7 @@ string_forms!(
     ledger::ActionState,
     ledger::ActionOutcome,
     ledger::Decision,
+    audit::OnAuditFailure,
 );
 
 /// For optional request fields that have no `null`:

@@ -12,6 +12,7 @@ use super::{ACTION_TIMEOUT, HookRunner, Recorded};
 use crate::catalog::{
     BeginOutcome, Catalog, CatalogError, CreateOutcome, OpenOrInvalid, Publish, Staging,
 };
+use crate::domain::audit::AUDIT_TIMEOUT;
 use crate::domain::job_record::{HookKind, JobRecord, NewHook};
 use crate::domain::ledger::{
     ActionOutcome, ActionRecord, ActionResult, ActionState, HookAction, retry,
@@ -20,7 +21,8 @@ use crate::fault::{self, Point};
 use crate::store::StoreError;
 
 /// Why an attempt did not succeed.
-enum Failure {
+#[derive(Clone)]
+pub(super) enum Failure {
     /// Worth trying again later.
     Passing(String),
     /// Trying again would not help.
@@ -60,12 +62,22 @@ fn kept(job: &JobRecord, result: ActionResult) -> ActionResult {
         ActionResult::Discarded { error } => ActionResult::Discarded {
             error: job.outside_text(&error),
         },
+        ActionResult::Quarantined { error, until } => ActionResult::Quarantined {
+            error: job.outside_text(&error),
+            until,
+        },
+        ActionResult::Vetoed { error } => ActionResult::Vetoed {
+            error: job.outside_text(&error),
+        },
         done => done,
     }
 }
 
 /// What the ledger records for an outcome of `action`.
-fn recorded_result(action: &ActionRecord, outcome: Result<ActionOutcome, Failure>) -> ActionResult {
+pub(super) fn recorded_result(
+    action: &ActionRecord,
+    outcome: Result<ActionOutcome, Failure>,
+) -> ActionResult {
     match outcome {
         Ok(outcome) => ActionResult::Done { outcome },
         Err(Failure::Passing(error)) => retry(action, error),
@@ -99,17 +111,17 @@ impl HookRunner {
         }
         let mut recorded = Vec::new();
         for batch in batches {
-            let results =
-                match tokio::time::timeout(ACTION_TIMEOUT, self.attempt(job, &batch)).await {
-                    Ok(results) => results,
-                    Err(_) => batch
-                        .iter()
-                        .map(|a| {
-                            let limit = ACTION_TIMEOUT.as_secs();
-                            retry(a, format!("did not complete within {limit} s"))
-                        })
-                        .collect(),
-                };
+            let limit = ACTION_TIMEOUT + AUDIT_TIMEOUT * audits_in(job, &batch);
+            let results = match tokio::time::timeout(limit, self.attempt(job, &batch)).await {
+                Ok(results) => results,
+                Err(_) => batch
+                    .iter()
+                    .map(|a| {
+                        let limit = limit.as_secs();
+                        retry(a, format!("did not complete within {limit} s"))
+                    })
+                    .collect(),
+            };
             for (action, result) in batch.iter().zip(results) {
                 let result = kept(job, result);
                 let at = self.record(job, action, &result).await?;
@@ -141,7 +153,10 @@ impl HookRunner {
         let counted = match result {
             ActionResult::Done { outcome } => outcome.as_str(),
             ActionResult::Retry { .. } => "retry",
-            ActionResult::Failed { .. } | ActionResult::Discarded { .. } => "failed",
+            ActionResult::Quarantined { .. } => "quarantined",
+            ActionResult::Failed { .. }
+            | ActionResult::Discarded { .. }
+            | ActionResult::Vetoed { .. } => "failed",
         };
         self.metrics
             .actions
@@ -154,7 +169,12 @@ impl HookRunner {
             ActionResult::Retry { error, .. } => {
                 tracing::warn!(job = %job.id, hook, action = kind, %error, "hook action will be retried")
             }
-            ActionResult::Failed { error } | ActionResult::Discarded { error } => {
+            ActionResult::Quarantined { error, .. } => {
+                tracing::warn!(job = %job.id, hook, action = kind, %error, "commit held back by a failed audit")
+            }
+            ActionResult::Failed { error }
+            | ActionResult::Discarded { error }
+            | ActionResult::Vetoed { error } => {
                 tracing::warn!(job = %job.id, hook, action = kind, %error, "hook action failed")
             }
         }
@@ -189,6 +209,12 @@ impl HookRunner {
             }
         }
         if first.action == HookAction::Commit {
+            if let Some(held_back) = self
+                .audit_gate(job, catalog.as_ref(), batch, &stagings)
+                .await
+            {
+                return held_back;
+            }
             return self.commit(catalog.as_ref(), batch, &stagings).await;
         }
         let (staging, hook) = &stagings[0];
@@ -335,6 +361,16 @@ async fn replaces_at_create(
         .map(|c| c.name.as_str())
         .collect();
     Ok(existing != declared)
+}
+
+/// How many audits a batch of commits runs before it publishes.
+fn audits_in(job: &JobRecord, batch: &[ActionRecord]) -> u32 {
+    batch
+        .iter()
+        .filter(|a| a.action == HookAction::Commit)
+        .filter_map(|a| job.hooks.get(a.hook_index as usize))
+        .map(|hook| hook.audits.len() as u32)
+        .sum()
 }
 
 /// Whether two hooks of `job` target the same catalog and database, so

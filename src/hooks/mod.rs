@@ -8,6 +8,7 @@
 //! `begin`/`commit`/`abort` are idempotent), so running one twice publishes
 //! nothing twice. Catalogs are the hooks' snapshots (see `LiveCatalogs`).
 
+mod audit;
 mod execute;
 
 use crate::metrics::Metrics;
@@ -21,7 +22,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use crate::catalog::LiveCatalogs;
 use crate::domain::job::JobId;
 use crate::domain::job_record::JobRecord;
-use crate::domain::ledger::{ActionOutcome, ActionRecord, ActionResult, ActionState};
+use crate::domain::ledger::{ActionOutcome, ActionRecord, ActionResult, ActionState, HookAction};
 use crate::store::{Store, StoreError};
 
 /// How long a claimed action is reserved for its runner without renewal:
@@ -95,8 +96,13 @@ impl HookRunner {
             }
             if !claimed.is_empty() {
                 note_claims(&mut record, &claimed);
+                let audited = claimed.iter().any(|a| audits_before(&record, a));
                 let results = self.run(&record, claimed).await?;
                 note_results(&mut record, &results);
+                if audited {
+                    // What the audits found was recorded with their hooks.
+                    record = self.read(&job).await?;
+                }
             }
             // Nothing pending in the job as read: the claims a move records
             // are the reporter's own, made in its transaction.
@@ -203,6 +209,15 @@ fn note_claims(record: &mut JobRecord, claimed: &[ActionRecord]) {
     }
 }
 
+/// Whether `action` is a commit that runs its hook's audits first.
+fn audits_before(record: &JobRecord, action: &ActionRecord) -> bool {
+    action.action == HookAction::Commit
+        && record
+            .hooks
+            .get(action.hook_index as usize)
+            .is_some_and(|hook| !hook.audits.is_empty())
+}
+
 /// The results just recorded, in the job as read, so the answer to a
 /// report needs no second read.
 fn note_results(record: &mut JobRecord, results: &[Recorded]) {
@@ -226,6 +241,15 @@ fn note_results(record: &mut JobRecord, results: &[Recorded]) {
             ActionResult::Discarded { error } => {
                 action.state = ActionState::Failed;
                 action.outcome = Some(ActionOutcome::Discarded);
+                action.last_error = Some(error.clone());
+            }
+            ActionResult::Quarantined { error, .. } => {
+                action.outcome = Some(ActionOutcome::Quarantined);
+                action.last_error = Some(error.clone());
+            }
+            ActionResult::Vetoed { error } => {
+                action.state = ActionState::Failed;
+                action.outcome = Some(ActionOutcome::Vetoed);
                 action.last_error = Some(error.clone());
             }
         }
@@ -270,6 +294,7 @@ mod tests {
             in_progress,
             last_error: None,
             outcome: None,
+            audits_waived: false,
             created_at: Utc::now(),
             updated_at: Utc::now(),
         }

@@ -11,7 +11,7 @@ use super::{ServiceError, Services, WriteLocations};
 use crate::domain::Staging;
 use crate::domain::job::{JobId, JobMode};
 use crate::domain::job_record::{JobCursor, JobFilter, JobRecord, StatusChange};
-use crate::domain::ledger::{Decision, Intervention};
+use crate::domain::ledger::{Deciding, Intervention};
 
 /// A job's history: the statuses it reached and operators' decisions.
 pub struct JobEvents {
@@ -101,10 +101,18 @@ impl Services {
         &self,
         id: &JobId,
         action: i64,
-        decision: Decision,
+        deciding: &Deciding,
     ) -> Result<JobRecord, ServiceError> {
-        self.store.decide_action(id, action, decision).await?;
-        tracing::info!(job = %id, action, decision = decision.as_str(), "operator decided about an action");
+        if let Some(reason) = &deciding.reason
+            && (reason.chars().count() > 1000 || reason.chars().any(char::is_control))
+        {
+            return Err(ServiceError::job_invalid(
+                "reason",
+                "a reason is at most 1000 characters, without control characters",
+            ));
+        }
+        self.store.decide_action(id, action, deciding).await?;
+        tracing::info!(job = %id, action, decision = deciding.decision.as_str(), by = ?deciding.by, "operator decided about an action");
         Ok(self.hooks.run_job_actions(id, Vec::new()).await?)
     }
 

@@ -13,6 +13,9 @@ use sha2::{Digest, Sha256};
 
 use super::{ServiceError, Services, unavailable};
 use crate::catalog::CatalogError;
+use crate::domain::audit::{
+    Audit, AuditPolicy, MOST_QUARANTINE, OnAuditFailure, audits_from_properties, check_audits,
+};
 use crate::domain::engine::flink_job_id;
 use crate::domain::flink::table::TableDefinition;
 use crate::domain::job::{JobId, JobMode};
@@ -35,6 +38,12 @@ pub struct JobRequest {
     /// The engine ctasd watches the job on, if it watches it.
     pub engine: Option<String>,
     pub hooks: Vec<HookRequest>,
+    /// What a failed audit does to the staging; quarantine by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_audit_failure: Option<OnAuditFailure>,
+    /// How long a quarantined staging is kept, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantine_seconds: Option<u64>,
 }
 
 /// One hook as submitted: the table as JSON or as a property map.
@@ -47,6 +56,12 @@ pub struct HookRequest {
     pub if_not_exists: bool,
     pub definition: Option<TableDefinition>,
     pub properties: Option<BTreeMap<String, String>>,
+    /// Checks on the staging before it is published (batch jobs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub audits: Vec<Audit>,
+    /// The audits in their property-map form, instead of `audits`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_properties: Option<BTreeMap<String, String>>,
 }
 
 /// What a submission did.
@@ -124,6 +139,7 @@ impl Services {
             let message = format!("a job has 1 to {MAX_HOOKS} hooks");
             return Err(ServiceError::job_invalid("hooks", message));
         }
+        let audit_policy = audit_policy(&request)?;
         let fingerprint = fingerprint(&JobRequest {
             id: Some(id.to_string()),
             ..request.clone()
@@ -138,7 +154,7 @@ impl Services {
         let mut hooks = Vec::with_capacity(request.hooks.len());
         let mut targets = BTreeSet::new();
         for (index, hook) in request.hooks.iter().enumerate() {
-            let planned = self.plan_hook(index, hook).await?;
+            let planned = self.plan_hook(index, hook, request.mode).await?;
             let target = (
                 planned.catalog.name.clone(),
                 planned.database.clone(),
@@ -161,6 +177,7 @@ impl Services {
             engine,
             fingerprint,
             hooks,
+            audit_policy,
         };
         match self.store.insert_job(&job).await {
             Ok(record) => {
@@ -201,7 +218,12 @@ impl Services {
     }
 
     /// Checks one hook against its live catalog and takes the catalog snapshot.
-    async fn plan_hook(&self, index: usize, hook: &HookRequest) -> Result<NewHook, ServiceError> {
+    async fn plan_hook(
+        &self,
+        index: usize,
+        hook: &HookRequest,
+        mode: JobMode,
+    ) -> Result<NewHook, ServiceError> {
         let field = |name: &str| format!("hooks[{index}].{name}");
         let catalog_name = CatalogName::parse(&hook.catalog)
             .map_err(|e| ServiceError::name_invalid(field("target.catalog"), e))?;
@@ -227,6 +249,18 @@ impl Services {
                 field: field(part),
                 message,
             })?;
+        let audits = audits_of(hook, mode, &definition)
+            .and_then(|audits| {
+                live.check_audits(&audits)
+                    .map(|()| audits)
+                    .map_err(|reason| {
+                        (
+                            "audits",
+                            format!("catalog '{catalog_name}' cannot run these audits: {reason}"),
+                        )
+                    })
+            })
+            .map_err(|(part, message)| ServiceError::job_invalid(field(part), message))?;
         if !live.list_databases().await?.contains(&database) {
             return Err(ServiceError::DatabaseNotFound {
                 message: format!(
@@ -285,8 +319,65 @@ impl Services {
             skipped: fate == HookFate::Skipped,
             table_properties: definition.to_properties(),
             catalog: record.descriptor,
+            audits,
+            audit_results: Vec::new(),
         })
     }
+}
+
+/// The job's policy for failed audits, checked.
+fn audit_policy(request: &JobRequest) -> Result<AuditPolicy, ServiceError> {
+    let mut policy = AuditPolicy::default();
+    if let Some(on_failure) = request.on_audit_failure {
+        policy.on_failure = on_failure;
+    }
+    if let Some(seconds) = request.quarantine_seconds {
+        let most = MOST_QUARANTINE.as_secs();
+        if seconds == 0 || seconds > most {
+            return Err(ServiceError::job_invalid(
+                "quarantine_seconds",
+                format!("quarantine_seconds must be 1 to {most} (30 days)"),
+            ));
+        }
+        policy.quarantine = std::time::Duration::from_secs(seconds);
+    }
+    Ok(policy)
+}
+
+/// The hook's audits, from JSON or a property map, checked against its
+/// table; or the part at fault and why.
+fn audits_of(
+    hook: &HookRequest,
+    mode: JobMode,
+    definition: &TableDefinition,
+) -> Result<Vec<Audit>, (&'static str, String)> {
+    let (part, audits) = match &hook.audit_properties {
+        None => ("audits", hook.audits.clone()),
+        Some(_) if !hook.audits.is_empty() => {
+            return Err((
+                "audits",
+                "give the audits either as 'audits' or as 'audit_properties', not both".into(),
+            ));
+        }
+        Some(properties) => (
+            "audit_properties",
+            audits_from_properties(properties).map_err(|e| ("audit_properties", e))?,
+        ),
+    };
+    if audits.is_empty() {
+        return Ok(audits);
+    }
+    if mode == JobMode::Streaming {
+        return Err((
+            part,
+            "a streaming hook's table is written as the job runs, so nothing waits to be \
+             audited before it is published; audits are for batch jobs"
+                .into(),
+        ));
+    }
+    let replaces = hook.kind != HookKind::CreateTableAs;
+    check_audits(&audits, definition, replaces).map_err(|e| (part, e))?;
+    Ok(audits)
 }
 
 /// The hook's table, from JSON or a property map, validated; or the part

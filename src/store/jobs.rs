@@ -26,10 +26,11 @@ pub(super) const JOB_COLUMNS: &str = "j.id, j.name, j.mode, j.status, j.statemen
      w.missing_since AS watch_missing_since, w.note AS watch_note, \
      w.examined_until AS watch_examined_until, e.reachability AS engine_reachability, \
      e.reachability_since AS engine_reachability_since, e.checked_at AS engine_checked_at, \
-     e.last_error AS engine_last_error, e.engine_version AS engine_version";
+     e.last_error AS engine_last_error, e.engine_version AS engine_version, \
+     j.on_audit_failure, j.quarantine_seconds";
 const HOOK_COLUMNS: &str = "job_id, hook_index, kind, catalog, database_name, table_name, \
      if_not_exists, skipped, table_properties, catalog_options, catalog_sealed_options, catalog_comment, \
-     sealed_table_properties";
+     sealed_table_properties, audits, audit_results";
 
 /// A job with its hooks and actions as JSON arrays of their rows, read in
 /// one statement (see [`Dialect::one_statement_jobs`]).
@@ -191,8 +192,9 @@ impl<B: Backend> JobStore for SqlStore<B> {
         tx.execute(
             Query::new(
                 "INSERT INTO jobs (id, name, mode, status, statement, failure, fingerprint, \
-                 created_at, updated_at, moved_at, engine_job_id, engine) \
-                 VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6, $7, $8)",
+                 created_at, updated_at, moved_at, engine_job_id, engine, on_audit_failure, \
+                 quarantine_seconds) \
+                 VALUES ($1, $2, $3, 'INITIALIZING', $4, NULL, $5, $6, $6, $6, $7, $8, $9, $10)",
             )
             .text(job.id.as_str())
             .text(&job.name)
@@ -201,7 +203,9 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .text(&job.fingerprint)
             .time(now)
             .opt_text(job.engine_job_id.as_deref())
-            .opt_text(job.engine.as_ref().map(EngineName::as_str)),
+            .opt_text(job.engine.as_ref().map(EngineName::as_str))
+            .text(job.audit_policy.on_failure.as_str())
+            .int(i64::try_from(job.audit_policy.quarantine.as_secs()).unwrap_or(i64::MAX)),
         )
         .await
         .map_err(|e| job_insert_failed(job, e))?;
@@ -218,10 +222,12 @@ impl<B: Backend> JobStore for SqlStore<B> {
             let (plain, sealed) = encode_options(&hook.catalog.options, &self.keyring);
             let (properties, sealed_properties) =
                 encode_properties(&hook.table_properties, &self.keyring);
+            let audits = serde_json::to_string(&hook.audits)
+                .map_err(|e| StoreError::Internal(format!("hook audits as JSON: {e}")))?;
             tx.execute(
                 Query::new(format!(
                     "INSERT INTO hooks ({HOOK_COLUMNS}) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
                 ))
                 .text(job.id.as_str())
                 .int(index as i64)
@@ -235,7 +241,9 @@ impl<B: Backend> JobStore for SqlStore<B> {
                 .text(&plain)
                 .text(&sealed)
                 .opt_text(hook.catalog.comment.as_deref())
-                .text(&sealed_properties),
+                .text(&sealed_properties)
+                .text(&audits)
+                .text("[]"),
             )
             .await?;
         }
@@ -422,7 +430,8 @@ impl<B: Backend> JobStore for SqlStore<B> {
             .pool()
             .rows(
                 Query::new(
-                    "SELECT action_id, decision, at FROM job_interventions WHERE job_id = $1 ORDER BY id",
+                    "SELECT action_id, decision, at, decided_by, reason FROM job_interventions \
+                     WHERE job_id = $1 ORDER BY id",
                 )
                 .text(job.as_str()),
             )

@@ -11,10 +11,11 @@ use chrono::{DateTime, Utc};
 use super::rows::{ACTION_COLUMNS, ActionRow, check_transition};
 use super::sql::{Backend, Query, Sql, SqlStore};
 use super::{Ledger, Moved, MovedJob, StoreError};
+use crate::domain::audit::AuditResult;
 use crate::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
 use crate::domain::ledger::{
-    ActionOutcome, ActionRecord, ActionResult, Decision, DecisionError, HookAction, Preparation,
-    Shape, abort_after_giving_up, decide, history_rows, plan, planned_actions,
+    ActionOutcome, ActionRecord, ActionResult, Deciding, Decision, DecisionError, HookAction,
+    Preparation, Shape, abort_after_giving_up, decide, history_rows, plan, planned_actions,
 };
 
 fn millis(at: DateTime<Utc>) -> i64 {
@@ -340,6 +341,21 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(id)
             .text(error)
             .time(now),
+            ActionResult::Quarantined { error, until } => Query::new(
+                "UPDATE actions SET outcome = 'quarantined', last_error = $2, not_before = $3, \
+                 lease_until = NULL, updated_at = $4 WHERE id = $1",
+            )
+            .int(id)
+            .text(error)
+            .int(millis(*until))
+            .time(now),
+            ActionResult::Vetoed { error } => Query::new(
+                "UPDATE actions SET state = 'failed', outcome = 'vetoed', last_error = $2, \
+                 lease_until = NULL, updated_at = $3 WHERE id = $1",
+            )
+            .int(id)
+            .text(error)
+            .time(now),
         };
         self.pool().execute(query).await?;
         Ok(now)
@@ -349,8 +365,9 @@ impl<B: Backend> Ledger for SqlStore<B> {
         &self,
         job: &JobId,
         action: i64,
-        decision: Decision,
+        deciding: &Deciding,
     ) -> Result<(), StoreError> {
+        let decision = deciding.decision;
         let mut tx = self.begin().await?;
         let LockedJob { status, mode, .. } = lock_job(&mut tx, job).await?;
         let actions = decoded(
@@ -381,6 +398,14 @@ impl<B: Backend> Ledger for SqlStore<B> {
             .int(action)
             .int(millis(now))
             .time(now),
+            Decision::PublishAnyway => Query::new(
+                "UPDATE actions SET audits_waived = $2, not_before = $3, updated_at = $4 \
+                 WHERE id = $1",
+            )
+            .int(action)
+            .flag(true)
+            .int(millis(now))
+            .time(now),
             Decision::GiveUp => Query::new(
                 "UPDATE actions SET state = 'failed', outcome = 'given_up', \
                  last_error = coalesce(last_error, 'given up by an operator'), lease_until = NULL, \
@@ -407,14 +432,38 @@ impl<B: Backend> Ledger for SqlStore<B> {
         }
         tx.execute(
             Query::new(
-                "INSERT INTO job_interventions (job_id, action_id, decision, at) VALUES ($1, $2, $3, $4)",
+                "INSERT INTO job_interventions (job_id, action_id, decision, at, decided_by, reason) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .text(job.as_str())
             .int(action)
             .text(decision.as_str())
-            .time(now),
+            .time(now)
+            .opt_text(deciding.by.as_deref())
+            .opt_text(deciding.reason.as_deref()),
         )
         .await?;
         self.commit(tx).await
+    }
+
+    async fn record_audit_results(
+        &self,
+        job: &JobId,
+        hook_index: u32,
+        results: &[AuditResult],
+    ) -> Result<(), StoreError> {
+        let results = serde_json::to_string(results)
+            .map_err(|e| StoreError::Internal(format!("audit results as JSON: {e}")))?;
+        self.pool()
+            .execute(
+                Query::new(
+                    "UPDATE hooks SET audit_results = $3 WHERE job_id = $1 AND hook_index = $2",
+                )
+                .text(job.as_str())
+                .int(i64::from(hook_index))
+                .text(&results),
+            )
+            .await?;
+        Ok(())
     }
 }

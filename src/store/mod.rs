@@ -1,13 +1,15 @@
 //! Persistence behind traits split by use (catalogs, engines, jobs, the
 //! ledger), with a SQLite and a PostgreSQL backend chosen by the database
 //! URL. Every query is written once (`catalogs.rs`, `engines.rs`, `jobs.rs`,
-//! `ledger.rs`)
-//! over a small per-backend trait (`sql.rs`); `sqlite.rs` and `postgres.rs`
-//! hold only what the two databases really differ in.
+//! `ledger.rs`) over a small per-backend trait (`sql.rs`); `sqlite.rs` and
+//! `postgres/` hold only what the two databases really differ in.
 //!
 //! The store owns encryption at rest: callers hand it plain options and get
 //! plain options back, and nothing sensitive reaches a row unsealed. It maps
 //! driver errors to [`StoreError`], so no layer above sees a driver type.
+//!
+//! Longer than most files: it declares every store trait, one per use, each
+//! operation with the promise the backends keep.
 
 mod catalogs;
 mod engines;
@@ -32,10 +34,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::domain::audit::AuditResult;
 use crate::domain::engine::{EngineDescriptor, EngineObservation, EngineRecord};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::job_record::{JobCursor, JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
-use crate::domain::ledger::{ActionRecord, ActionResult, Decision, Intervention, Shape};
+use crate::domain::ledger::{ActionRecord, ActionResult, Deciding, Intervention, Shape};
 use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
 pub use secrets::Keyring;
 
@@ -392,7 +395,15 @@ pub trait Ledger: Send + Sync {
         &self,
         job: &JobId,
         action: i64,
-        decision: Decision,
+        decision: &Deciding,
+    ) -> Result<(), StoreError>;
+
+    /// Keeps what a hook's audits found when they last ran.
+    async fn record_audit_results(
+        &self,
+        job: &JobId,
+        hook_index: u32,
+        results: &[AuditResult],
     ) -> Result<(), StoreError>;
 }
 

@@ -4,10 +4,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use sqlx::migrate::MigrateError;
 
 use super::{Keyring, StoreError};
+use crate::domain::audit::{AuditPolicy, OnAuditFailure};
 use crate::domain::engine::{EngineObservation, Reachability};
 use crate::domain::job::{JobId, JobMode, JobStatus, Transition};
 use crate::domain::job_record::{HookKind, JobRecord, JobWatch, NewHook, NewJob, StatusChange};
@@ -118,7 +121,7 @@ pub(crate) const APPLIED_MIGRATIONS: &str = "SELECT count(*) FROM _sqlx_migratio
 
 /// The action columns as [`ActionRow`] reads them.
 pub(crate) const ACTION_COLUMNS: &str = "id, job_id, hook_index, action, trigger, state, attempts, \
-     lease_until, last_error, outcome, created_at, updated_at";
+     lease_until, last_error, outcome, audits_waived, created_at, updated_at";
 
 /// The catalog columns as [`CatalogRow`] reads them.
 pub(crate) const CATALOG_COLUMNS: &str =
@@ -220,6 +223,8 @@ pub(crate) struct JobRow {
     pub engine_checked_at: Option<DateTime<Utc>>,
     pub engine_last_error: Option<String>,
     pub engine_version: Option<String>,
+    pub on_audit_failure: String,
+    pub quarantine_seconds: i64,
 }
 
 /// Also read as JSON (`json_agg`), where one job is read in one statement.
@@ -240,6 +245,15 @@ pub(crate) struct HookRow {
     /// Rows written before table secrets were sealed have none.
     #[serde(default = "no_sealed_properties")]
     pub sealed_table_properties: String,
+    /// JSON arrays: the hook's audits, and what they found last.
+    #[serde(default = "no_audits")]
+    pub audits: String,
+    #[serde(default = "no_audits")]
+    pub audit_results: String,
+}
+
+fn no_audits() -> String {
+    "[]".to_owned()
 }
 
 fn no_sealed_properties() -> String {
@@ -260,6 +274,8 @@ pub(crate) struct ActionRow {
     pub lease_until: Option<i64>,
     pub last_error: Option<String>,
     pub outcome: Option<String>,
+    #[serde(default)]
+    pub audits_waived: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -291,6 +307,10 @@ impl HookRow {
             skipped: self.skipped,
             table_properties,
             catalog,
+            audits: serde_json::from_str(&self.audits)
+                .map_err(|_| corrupt("hook audits", &self.audits))?,
+            audit_results: serde_json::from_str(&self.audit_results)
+                .map_err(|_| corrupt("audit results", &self.audit_results))?,
         })
     }
 }
@@ -341,6 +361,7 @@ impl ActionRow {
                 .as_deref()
                 .map(|o| ActionOutcome::parse(o).ok_or_else(|| corrupt("action outcome", o)))
                 .transpose()?,
+            audits_waived: self.audits_waived,
             created_at: self.created_at,
             updated_at: self.updated_at,
         })
@@ -405,6 +426,13 @@ impl JobRow {
                 .into_iter()
                 .map(ActionRow::decode)
                 .collect::<Result<_, _>>()?,
+            audit_policy: AuditPolicy {
+                on_failure: OnAuditFailure::parse(&self.on_audit_failure)
+                    .ok_or_else(|| corrupt("audit policy", &self.on_audit_failure))?,
+                quarantine: Duration::from_secs(
+                    u64::try_from(self.quarantine_seconds).unwrap_or(0),
+                ),
+            },
             created_at: self.created_at,
             updated_at: self.updated_at,
             moved_at: self.moved_at,
@@ -474,6 +502,8 @@ pub(crate) struct InterventionRow {
     pub action_id: i64,
     pub decision: String,
     pub at: DateTime<Utc>,
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
 }
 
 impl InterventionRow {
@@ -483,6 +513,8 @@ impl InterventionRow {
             decision: Decision::parse(&self.decision)
                 .ok_or_else(|| corrupt("decision", &self.decision))?,
             at: self.at,
+            decided_by: self.decided_by,
+            reason: self.reason,
         })
     }
 }

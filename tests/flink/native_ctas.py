@@ -12,7 +12,8 @@ Usage: flink run -py native_ctas.py <spec.json>, the spec holding
  "engine": the ctasd engine that watches (optional),
  "detached": bool (optional: submit and return, as `flink run -d`),
  "ddl": [statements] (optional: run first, each to its end),
- "mode": "batch" (default) | "streaming"}.
+ "mode": "batch" (default) | "streaming",
+ "options": {key: value} (optional: more options in the statement's WITH)}.
 Prints "REFUSED: <message>" (and fails) when the statement is refused
 before any job runs, "DONE" once its job finished.
 """
@@ -69,9 +70,11 @@ create = {
     "if_not_exists": "CREATE TABLE IF NOT EXISTS",
     "create_or_replace": "CREATE OR REPLACE TABLE",
 }[spec.get("statement", "create")]
+options = {"format": "csv", **spec.get("options", {})}
+with_clause = ", ".join(f"'{key}' = '{value}'" for key, value in options.items())
 statement = (
     f"{create} {spec['catalog']}.`{spec.get('database', 'default')}`.{spec['table']} "
-    f"WITH ('format' = 'csv') AS SELECT {ids} AS id, note FROM orders"
+    f"WITH ({with_clause}) AS SELECT {ids} AS id, note FROM orders"
 )
 try:
     result = t_env.execute_sql(statement)

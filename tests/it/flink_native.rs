@@ -247,6 +247,57 @@ async fn plain_flink_ctas_onto_a_ctasd_catalog_appears_whole_when_the_job_ends_o
         ["daily"],
         "nothing left"
     );
+
+    // Audits in the statement's options: too few rows, so Flink's job
+    // finishes but nothing is published; the staging waits in quarantine
+    // until an operator publishes it anyway.
+    let audited = ctas(
+        "audited",
+        json!({"rows": 30, "options": {"ctasd.audit.0.kind": "row_count", "ctasd.audit.0.min": "100",
+                                       "ctasd.audit.1.kind": "not_null", "ctasd.audit.1.columns.0": "id"}}),
+    );
+    assert_done(&flink, &audited);
+    let missing = app
+        .get("/v1/catalogs/lake/databases/default/tables/audited")
+        .await;
+    assert_eq!(missing.status, 404, "not published: {}", missing.text);
+    let jobs = app.get("/v1/jobs?page_size=1").await;
+    let id = jobs.body["jobs"][0]["id"].as_str().unwrap().to_owned();
+    let job = app.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(job.body["settlement"], "quarantined", "{}", job.text);
+    let results = &job.body["hooks"][0]["audit_results"];
+    assert_eq!(results[0]["observed"], "30", "{results}");
+    assert_eq!(results[1]["passed"], true, "{results}");
+    let staging = job.body["hooks"][0]["write_location"]["name"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        rows_on_disk(&warehouse.join("default").join(staging)).len(),
+        30
+    );
+    assert!(
+        flink
+            .logs()
+            .contains("ctasd did not publish lake.default.audited"),
+        "the JobManager says so: {}",
+        flink.log_tail()
+    );
+    let commit = job.body["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "commit")
+        .unwrap()["id"]
+        .clone();
+    let published = app
+        .post(
+            &format!("/v1/jobs/{id}/actions/{commit}/publish-anyway"),
+            &json!({"reason": "a short day"}),
+        )
+        .await;
+    assert_eq!(published.status, 200, "{}", published.text);
+    assert_eq!(rows_on_disk(&warehouse.join("default/audited")).len(), 30);
+    assert_eq!(names_in(&warehouse.join("default")), ["audited", "daily"]);
     flink.stop();
 }
 

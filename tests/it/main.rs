@@ -4,6 +4,7 @@
 //! `CTASD_TEST_MYSQL_URL` (skipped, loudly, when unset).
 
 mod architecture;
+mod audits;
 mod auth;
 mod browse;
 mod catalogs;

@@ -354,8 +354,11 @@ fn job(mode: JobMode, hooks: usize, skipped: &[usize]) -> NewJob {
                     &[("type", "jdbc"), ("password", "pw"), ("username", "u")],
                     None,
                 ),
+                audits: Vec::new(),
+                audit_results: Vec::new(),
             })
             .collect(),
+        audit_policy: Default::default(),
     }
 }
 

@@ -293,6 +293,47 @@ test("an operator retries a failed commit and gives it up from the job's page", 
   await asReader.context.close();
 });
 
+test("a failed audit holds a table back: the job's page shows why, and an operator publishes it anyway", async () => {
+  const submitted = await call("POST", "/v1/jobs", {
+    name: "audited notes",
+    mode: "batch",
+    hooks: [{
+      kind: "create_table_as",
+      target: { catalog: "wh", table: "audited_notes" },
+      table: { columns: [{ name: "id", type: "BIGINT" }, { name: "note", type: "STRING" }], options: { format: "csv" } },
+      audits: [{ kind: "row_count", min: 1 }, { kind: "not_null", columns: ["note"] }],
+    }],
+  });
+  assert.equal(submitted.status, 201, JSON.stringify(submitted.body));
+  const job = submitted.body;
+  const created = await call("PUT", `/v1/jobs/${job.id}/status`, { status: "CREATED" });
+  writeFileSync(join(created.body.job.hooks[0].write_location.path, "part-0.csv"), "1,\n2,kept\n");
+  const finished = await call("PUT", `/v1/jobs/${job.id}/status`, { status: "FINISHED" });
+  assert.equal(finished.body.job.settlement, "quarantined", JSON.stringify(finished.body));
+
+  const { page, context, errors } = await open(`/ui/jobs/${job.id}`);
+  await signIn(page, ADMIN);
+  const held = page.getByRole("region", { name: "Quarantined" });
+  await held.waitFor(LIVE);
+  await held.getByText("not_null(note)").first().waitFor(LIVE);
+  await page.locator(".status-line", { hasText: "quarantined" }).waitFor(LIVE);
+  await page.locator('[data-audit="1"]', { hasText: "failed" }).waitFor(LIVE);
+  await page.locator('.timeline-audit[data-audit-passed="false"]').waitFor(LIVE);
+  assert.ok(!existsSync(join(WAREHOUSE, "default", "audited_notes")), "readers see no table");
+  await shot(page, "job-quarantined");
+
+  await page.getByLabel("Reason (shown in the job's events)").fill("one empty note is fine");
+  await page.getByRole("button", { name: "Publish anyway" }).click();
+  await page.locator(".status-line", { hasText: "settled" }).waitFor(LIVE);
+  await page.locator("tr[data-action]", { hasText: "committed" }).waitFor(LIVE);
+  await page.locator(".timeline-intervention", { hasText: "one empty note is fine" }).waitFor(LIVE);
+  assert.equal(await held.count(), 0, "the quarantine notice is gone");
+  assert.ok(readdirSync(join(WAREHOUSE, "default", "audited_notes")).includes("part-0.csv"), "published");
+  await shot(page, "job-published-anyway");
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test("a catalog altered through its form; in use, it cannot be dropped: the refusal is shown in the confirmation", async () => {
   const { page, context, errors } = await open("/ui/catalogs/wh");
   await signIn(page, ADMIN);

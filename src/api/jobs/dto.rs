@@ -1,4 +1,4 @@
-//! What clients send to `/v1/jobs` and what they read back: submissions,
+//! What clients read back from `/v1/jobs` and send besides submissions:
 //! jobs as shown (hooks, write locations, the action ledger, the watch),
 //! status reports and list filters. Only shapes and their conversions.
 
@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use crate::api::error::{ApiError, ProblemCode};
 use crate::api::openapi::StringMap;
+use crate::domain::audit::{Audit, OnAuditFailure};
 use crate::domain::engine::{EngineObservation, FLINK_FIXED_JOB_ID_KEY, Reachability};
 use crate::domain::flink::table::TableDefinition;
 use crate::domain::job::{JobMode, JobStatus};
@@ -17,21 +18,7 @@ use crate::domain::job_record::{HookKind, JobFilter, JobRecord};
 use crate::domain::ledger::{ActionOutcome, ActionRecord, ActionState, HookAction, Settlement};
 use crate::domain::options::masked_map;
 use crate::domain::{WriteLocation, non_null};
-use crate::service::{HookRequest, JobRequest, WriteLocations};
-
-/// A target table: `catalog.database.table`; the catalog's default
-/// database when `database` is absent.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"catalog": "pg", "database": "analytics", "table": "daily"}))]
-pub struct Target {
-    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
-    pub catalog: String,
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(nullable = false)]
-    pub database: Option<String>,
-    pub table: String,
-}
+use crate::service::WriteLocations;
 
 /// A hook's target as the job keeps it, its database resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -39,90 +26,6 @@ pub struct HookTarget {
     pub catalog: String,
     pub database: String,
     pub table: String,
-}
-
-/// One CTAS target of a job. Give the table either as `table` (JSON) or as
-/// `table_properties` (Flink's `CatalogPropertiesUtil` map).
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SubmitHook {
-    pub kind: HookKind,
-    pub target: Target,
-    /// With `create_table_as`: an existing target makes the hook do nothing.
-    #[serde(default)]
-    pub if_not_exists: bool,
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(nullable = false)]
-    pub table: Option<TableDefinition>,
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(value_type = StringMap, nullable = false)]
-    pub table_properties: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Debug, Clone, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({
-    "name": "orders by day",
-    "mode": "batch",
-    "statement": "CREATE TABLE pg.analytics.daily AS SELECT ...",
-    "hooks": [{
-        "kind": "create_table_as",
-        "target": {"catalog": "pg", "database": "analytics", "table": "daily"},
-        "table": {"columns": [{"name": "day", "type": "DATE NOT NULL"}, {"name": "total", "type": "DECIMAL(12, 2)"}],
-                  "primary_key": {"name": "pk_day", "columns": ["day"]}}
-    }]
-}))]
-pub struct SubmitJob {
-    /// A Flink job id (32 hex digits); generated when absent.
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(pattern = r"^[0-9a-fA-F]{32}$", nullable = false)]
-    pub id: Option<String>,
-    pub name: String,
-    pub mode: JobMode,
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(nullable = false)]
-    pub statement: Option<String>,
-    /// The engine's own id for the job (Flink's `JobID`), if known now; it
-    /// can be attached later with `PATCH /v1/jobs/{job}`. On an `engine`,
-    /// it defaults to the job's id, which the Flink job takes by setting
-    /// the job's `engine_options`.
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(nullable = false)]
-    pub engine_job_id: Option<String>,
-    /// A registered engine (`/v1/engines`) ctasd watches the job on: it
-    /// follows the job's statuses itself, and nobody reports them. The
-    /// staging (batch) or table (streaming) is then prepared at once, before
-    /// the engine writes.
-    #[serde(default, deserialize_with = "non_null")]
-    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", nullable = false)]
-    pub engine: Option<String>,
-    pub hooks: Vec<SubmitHook>,
-}
-
-impl From<SubmitJob> for JobRequest {
-    fn from(job: SubmitJob) -> Self {
-        JobRequest {
-            id: job.id,
-            name: job.name,
-            mode: job.mode,
-            statement: job.statement,
-            engine_job_id: job.engine_job_id,
-            engine: job.engine,
-            hooks: job
-                .hooks
-                .into_iter()
-                .map(|hook| HookRequest {
-                    kind: hook.kind,
-                    catalog: hook.target.catalog,
-                    database: hook.target.database,
-                    table: hook.target.table,
-                    if_not_exists: hook.if_not_exists,
-                    definition: hook.table,
-                    properties: hook.table_properties,
-                })
-                .collect(),
-        }
-    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -140,6 +43,29 @@ pub struct Hook {
     /// Where the engine writes; `null` for a skipped hook.
     #[schema(required = true)]
     pub write_location: Option<WriteLocation>,
+    /// The checks on the staging before it is published.
+    pub audits: Vec<Audit>,
+    /// What the audits found when they last ran (none before `FINISHED`).
+    pub audit_results: Vec<AuditOutcome>,
+}
+
+/// What one audit found on a staging.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "audit": 1, "name": "not_null(id)", "passed": false, "observed": "3",
+    "expected": "0 rows with a null", "duration_ms": 4, "at": "2026-12-03T12:00:02Z"
+}))]
+pub struct AuditOutcome {
+    /// Its place in the hook's `audits`.
+    pub audit: u32,
+    pub name: String,
+    pub passed: bool,
+    /// What it observed: a count, a ratio, the query's answer, or why it
+    /// could not run (which fails it).
+    pub observed: String,
+    pub expected: String,
+    pub duration_ms: u64,
+    pub at: DateTime<Utc>,
 }
 
 /// One entry of the action ledger.
@@ -223,6 +149,14 @@ pub struct Job {
     #[schema(required = true)]
     pub failure: Option<String>,
     pub hooks: Vec<Hook>,
+    /// What a failed audit does to the stagings it holds back.
+    pub on_audit_failure: OnAuditFailure,
+    pub quarantine_seconds: u64,
+    /// While a failed audit holds a commit back: when its staging is
+    /// discarded unless an operator publishes it anyway
+    /// (`POST …/actions/{action}/publish-anyway`) or gives up first.
+    #[schema(required = true)]
+    pub quarantined_until: Option<DateTime<Utc>>,
     /// Every action, oldest first.
     pub actions: Vec<LedgerAction>,
     pub created_at: DateTime<Utc>,
@@ -399,6 +333,20 @@ pub(super) fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
                 .expect("stored properties were validated at submission"),
             table_properties: masked_map(&hook.table_properties),
             write_location: location,
+            audits: hook.audits.clone(),
+            audit_results: hook
+                .audit_results
+                .iter()
+                .map(|r| AuditOutcome {
+                    audit: r.audit_index,
+                    name: r.name.clone(),
+                    passed: r.passed,
+                    observed: r.observed.clone(),
+                    expected: r.expected.clone(),
+                    duration_ms: r.duration_ms,
+                    at: r.at,
+                })
+                .collect(),
         })
         .collect();
     Job {
@@ -427,6 +375,9 @@ pub(super) fn job_view(job: &JobRecord, locations: WriteLocations) -> Job {
         watch: watch_view(job),
         failure: job.failure.clone(),
         hooks,
+        on_audit_failure: job.audit_policy.on_failure,
+        quarantine_seconds: job.audit_policy.quarantine.as_secs(),
+        quarantined_until: job.quarantined().map(|a| job.quarantine_ends(a)).min(),
         actions: job.actions.iter().map(action_view).collect(),
         created_at: job.created_at,
         updated_at: job.updated_at,
@@ -458,6 +409,31 @@ pub struct ListJobsParams {
     pub page_size: Option<u32>,
     /// `next_page_token` of the previous page.
     pub page_token: Option<String>,
+}
+
+/// What an operator says with a decision.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// Why, for the job's events: at most 1000 characters.
+    #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false, max_length = 1000)]
+    pub reason: Option<String>,
+}
+
+impl DecisionBody {
+    /// The body of a decision, which may be empty.
+    pub(super) fn read(body: &[u8]) -> Result<Self, ApiError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::new(
+                ProblemCode::BodyInvalid,
+                format!("the decision's body: {e}"),
+            )
+        })
+    }
 }
 
 /// One page of jobs, newest first.

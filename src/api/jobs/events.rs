@@ -1,5 +1,5 @@
-//! A job's events as clients read them: status changes, action results
-//! and operators' decisions in one timeline, oldest first, paged by a
+//! A job's events as clients read them: status changes, action results,
+//! audits' last results and operators' decisions in one timeline, oldest first, paged by a
 //! token that names where the last page ended.
 
 use chrono::{DateTime, Utc};
@@ -18,11 +18,35 @@ use crate::service::{self};
     ("status" = "#/components/schemas/StatusEvent"),
     ("action" = "#/components/schemas/ActionEvent"),
     ("intervention" = "#/components/schemas/InterventionEvent"),
+    ("audit" = "#/components/schemas/AuditEvent"),
 )))]
 pub enum JobEvent {
     Status(StatusEvent),
     Action(ActionEvent),
     Intervention(InterventionEvent),
+    Audit(AuditEvent),
+}
+
+/// The kind of an [`AuditEvent`].
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditEventKind {
+    Audit,
+}
+
+/// An audit ran on a hook's staging (its latest run).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"kind": "audit", "at": "2026-12-03T12:00:02Z", "hook": 0, "name": "not_null(id)",
+                          "passed": false, "observed": "3", "expected": "0 rows with a null", "duration_ms": 4}))]
+pub struct AuditEvent {
+    pub kind: AuditEventKind,
+    pub at: DateTime<Utc>,
+    pub hook: u32,
+    pub name: String,
+    pub passed: bool,
+    pub observed: String,
+    pub expected: String,
+    pub duration_ms: u64,
 }
 
 /// The kind of a [`StatusEvent`].
@@ -83,13 +107,20 @@ pub struct ActionEvent {
     pub last_error: Option<String>,
 }
 
-/// An operator decided about an action: retry it now, or give up.
+/// An operator decided about an action: retry it now, give up, or
+/// publish a staging its audits held back anyway.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct InterventionEvent {
     pub kind: InterventionEventKind,
     pub at: DateTime<Utc>,
     pub action_id: i64,
     pub decision: Decision,
+    /// The token that decided, when ctasd requires tokens.
+    #[schema(required = true)]
+    pub decided_by: Option<String>,
+    /// Why, in the operator's words.
+    #[schema(required = true)]
+    pub reason: Option<String>,
 }
 
 /// One page of a job's events, oldest first.
@@ -194,8 +225,26 @@ fn keyed_events(history: service::JobEvents) -> Vec<(EventKey, JobEvent)> {
                 at: intervention.at,
                 action_id: intervention.action_id,
                 decision: intervention.decision,
+                decided_by: intervention.decided_by,
+                reason: intervention.reason,
             });
             events.push((intervention.at, 2, intervention.action_id, event));
+        }
+        for hook in &history.job.hooks {
+            for result in &hook.audit_results {
+                let event = JobEvent::Audit(AuditEvent {
+                    kind: AuditEventKind::Audit,
+                    at: result.at,
+                    hook: result.hook_index,
+                    name: result.name.clone(),
+                    passed: result.passed,
+                    observed: result.observed.clone(),
+                    expected: result.expected.clone(),
+                    duration_ms: result.duration_ms,
+                });
+                let id = i64::from(result.hook_index) * 1000 + i64::from(result.audit_index);
+                events.push((result.at, 3, id, event));
+            }
         }
         events.sort_by_key(|e| (e.0, e.1, e.2));
         events

@@ -18,16 +18,19 @@ use super::extract::{ApiJson, ApiQuery, DecisionPath, JobPath};
 use super::job_views::Kept;
 use super::{AppState, page};
 use crate::domain::job_record::{JobCursor, JobRecord};
+use crate::domain::ledger::Deciding;
 use crate::service::Submission;
 
 mod dto;
 mod events;
+mod submission;
 
 use dto::{
-    Job, JobPage, JobUpdate, ListJobsParams, StatusOutcome, StatusReport, SubmitJob, action_view,
-    job_filter, job_view,
+    DecisionBody, Job, JobPage, JobUpdate, ListJobsParams, StatusOutcome, StatusReport,
+    action_view, job_filter, job_view,
 };
 use events::{JobEvents, page_of_events, parse_event_key};
+use submission::SubmitJob;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -248,9 +251,12 @@ async fn update_job(
 }
 
 /// Settle a stuck or failed action: `retry` runs it again now (a failed one
-/// too, once its cause is fixed); `give-up` fails it and, for a batch
-/// hook's begin or commit, discards the staging with an abort, which
-/// releases the catalog. Each decision is shown among the job's events.
+/// too, once its cause is fixed; a commit held back by its audits is
+/// audited again); `give-up` fails it and, for a batch hook's begin or
+/// commit, discards the staging with an abort, which releases the catalog;
+/// `publish-anyway` publishes a staging its audits held back, as a normal
+/// commit. Each decision is shown among the job's events, with the token
+/// that made it and the `reason` given.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{job}/actions/{action}/{decision}",
@@ -258,24 +264,35 @@ async fn update_job(
     params(
         ("job" = String, Path, description = "Job id (32 hex digits)", pattern = r"^[0-9a-fA-F]{32}$"),
         ("action" = i64, Path, description = "The action's id, from the job's `actions`"),
-        ("decision" = String, Path, description = "`retry` or `give-up`", pattern = r"^(retry|give-up)$"),
+        ("decision" = String, Path, description = "`retry`, `give-up` or `publish-anyway`", pattern = r"^(retry|give-up|publish-anyway)$"),
     ),
+    request_body(content = Option<DecisionBody>, description = "Why, for the job's events (optional)", content_type = "application/json"),
     responses(
         (status = 200, description = "The decision is recorded; the job after the actions it led to ran", body = Job),
         (status = 400, description = "`JOB_ID_INVALID` or `PATH_INVALID`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`JOB_NOT_FOUND` or `ACTION_NOT_FOUND`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`ACTION_NOT_SETTLEABLE`: done, running right now, or followed by a later action of its hook", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`ACTION_NOT_SETTLEABLE`: done, running right now, followed by a later action of its hook, or (publish-anyway) not a commit held back by its audits", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`BODY_INVALID`: the reason is too long", body = Problem, content_type = "application/problem+json"),
     )
 )]
 async fn settle_action(
-    _: Authorized<need::OperateJobs>,
+    operator: Authorized<need::OperateJobs>,
     State(state): State<AppState>,
     DecisionPath {
         job,
         action,
         decision,
     }: DecisionPath,
+    body: axum::body::Bytes,
 ) -> Result<axum::Json<Job>, ApiError> {
-    let record = state.services.decide_action(&job, action, decision).await?;
+    let deciding = Deciding {
+        decision,
+        by: operator.token().map(|(name, _)| name.to_owned()),
+        reason: DecisionBody::read(&body)?.reason,
+    };
+    let record = state
+        .services
+        .decide_action(&job, action, &deciding)
+        .await?;
     Ok(axum::Json(view(&state, &record)))
 }

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+mod audit;
 mod beneath;
 mod factory;
 mod ownership;
@@ -42,6 +43,7 @@ use super::{
     Staging, TableInfo,
 };
 use crate::domain::ObjectName;
+use crate::domain::audit::{Audit, Observed};
 use crate::domain::flink::table::TableDefinition;
 pub use factory::FilesystemCatalogFactory;
 use ownership::*;
@@ -244,6 +246,27 @@ impl Catalog for FilesystemCatalog {
             outcomes.push(outcome);
         }
         outcomes
+    }
+
+    fn check_audits(&self, audits: &[Audit]) -> Result<(), String> {
+        match audits.iter().find(|a| matches!(a, Audit::Sql { .. })) {
+            Some(sql) => Err(format!(
+                "audit {} needs SQL, which a filesystem catalog cannot run; row_count, \
+                 not_null, unique, accepted_values and row_count_change read its data files",
+                sql.name()
+            )),
+            None => Ok(()),
+        }
+    }
+
+    async fn audit(
+        &self,
+        staging: &Staging,
+        audits: &[Audit],
+    ) -> Result<Vec<Observed>, CatalogError> {
+        let audits = audits.to_vec();
+        self.on_table(staging, move |table, staging| table.audit(staging, &audits))
+            .await
     }
 
     async fn abort(&self, staging: &Staging) -> Result<(), CatalogError> {

@@ -19,6 +19,7 @@ use crate::catalog::{
 use crate::domain::flink::table::TableDefinition;
 
 use super::*;
+use crate::domain::audit::{Audit, Observed};
 
 pub(super) fn staging_table(staging: &Staging) -> String {
     format!("{HIDDEN_PREFIX}stg_{}", staging.key.as_str())
@@ -408,6 +409,19 @@ impl JdbcCatalog {
 
 #[async_trait]
 impl Catalog for JdbcCatalog {
+    fn check_audits(&self, audits: &[Audit]) -> Result<(), String> {
+        self.check_audit_queries(audits)
+    }
+
+    async fn audit(
+        &self,
+        staging: &Staging,
+        audits: &[Audit],
+    ) -> Result<Vec<Observed>, CatalogError> {
+        self.ensure_database(&staging.database).await?;
+        self.run_audits(staging, audits).await
+    }
+
     fn default_database(&self) -> &str {
         &self.default_database
     }

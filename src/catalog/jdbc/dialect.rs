@@ -123,6 +123,11 @@ pub trait Dialect: Send + Sync {
     /// (quotes doubled, nothing else special) is SQLite's; systems where a
     /// backslash escapes override it. NUL, which no system keeps in text,
     /// is refused.
+    /// `expression` read as text, to compare with string literals.
+    fn as_text(&self, expression: &str) -> String {
+        format!("CAST({expression} AS TEXT)")
+    }
+
     fn literal(&self, text: &str) -> Result<String, DialectError> {
         refuse_nul(text)?;
         Ok(format!("'{}'", text.replace('\'', "''")))

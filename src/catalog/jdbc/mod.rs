@@ -14,6 +14,7 @@
 //! for a new attempt (after a restart) empties it, and a repeated begin of
 //! the same attempt leaves the rows written meanwhile alone.
 
+mod audit;
 mod catalog;
 pub mod dialect;
 mod factory;
@@ -39,7 +40,7 @@ pub use dialect::{Dialect, DialectError, NameKind, Publication, Shape};
 pub use factory::JdbcCatalogFactory;
 use factory::connector_options;
 use publish::{fresh_table, parked_table};
-pub(crate) use server::{Ending, PoolPerDatabase, Server, one_statement, run_statements};
+pub(crate) use server::{Answer, Ending, PoolPerDatabase, Server, one_statement, run_statements};
 use url::escape_path_segment;
 pub use url::{JdbcUrl, check_url_safe};
 

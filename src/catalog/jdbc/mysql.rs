@@ -12,7 +12,7 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::OnceCell;
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication, backslash_escaped};
-use super::{CONNECT_TIMEOUT, Server, one_statement};
+use super::{Answer, CONNECT_TIMEOUT, Server, one_statement};
 use crate::domain::flink::table::{ColumnDefinition, TableDefinition};
 use crate::domain::flink::types::{DataType, TypeKind};
 use crate::fault::{self, Point};
@@ -28,6 +28,10 @@ const MAX_KEY_BYTES: u64 = 3072;
 pub struct MySql;
 
 impl Dialect for MySql {
+    fn as_text(&self, expression: &str) -> String {
+        format!("CAST({expression} AS CHAR)")
+    }
+
     fn name(&self) -> &'static str {
         "MySQL/MariaDB"
     }
@@ -370,6 +374,38 @@ impl MySqlServer {
 
 #[async_trait]
 impl Server for MySqlServer {
+    /// On a connection of its own, closed after: its session's time limit
+    /// (`max_statement_time` on MariaDB, `max_execution_time` on MySQL)
+    /// and read-only transaction go with it.
+    async fn read_only(
+        &self,
+        database: &str,
+        query: &str,
+        timeout: Duration,
+    ) -> Result<Answer, sqlx::Error> {
+        let mut conn = self.connect_options(database).connect().await?;
+        backslashes_as_text(&mut conn).await?;
+        let mariadb = format!("SET SESSION max_statement_time = {}", timeout.as_secs_f64());
+        if sqlx::query(sqlx::AssertSqlSafe(mariadb))
+            .execute(&mut conn)
+            .await
+            .is_err()
+        {
+            let mysql = format!("SET SESSION max_execution_time = {}", timeout.as_millis());
+            sqlx::query(sqlx::AssertSqlSafe(mysql))
+                .execute(&mut conn)
+                .await?;
+        }
+        sqlx::query("START TRANSACTION READ ONLY")
+            .execute(&mut conn)
+            .await?;
+        let row = one_statement::<sqlx::MySql>(query)?
+            .fetch_optional(&mut conn)
+            .await;
+        let _ = conn.close().await;
+        Ok(Answer::of::<sqlx::MySql>(row?))
+    }
+
     fn dialect(&self) -> &'static dyn Dialect {
         &MySql
     }
@@ -542,6 +578,13 @@ impl Server for MySqlServer {
                     1205 | 1213 | 1040 | 1053 | 1317 | 1927 | 2002 | 2003 | 2006 | 2013
                 )
             })
+    }
+
+    fn is_time_out(&self, error: &dyn sqlx::error::DatabaseError) -> bool {
+        // MariaDB's max_statement_time, MySQL's max_execution_time.
+        error
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|e| matches!(e.number(), 1969 | 3024))
     }
 
     async fn close(&self) {

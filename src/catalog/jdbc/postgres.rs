@@ -7,7 +7,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{ConnectOptions, Connection};
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication, backslash_escaped};
-use super::{Ending, PoolPerDatabase, Server, run_statements};
+use super::{Answer, Ending, PoolPerDatabase, Server, one_statement, run_statements};
 use crate::domain::flink::table::TableDefinition;
 use crate::domain::flink::types::{DataType, TypeKind};
 
@@ -204,6 +204,28 @@ impl PostgresServer {
 
 #[async_trait]
 impl Server for PostgresServer {
+    async fn read_only(
+        &self,
+        database: &str,
+        query: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Answer, sqlx::Error> {
+        let pool = self.pool(database).await;
+        let mut tx = pool.begin().await?;
+        sqlx::query("SET TRANSACTION READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let limit = format!("SET LOCAL statement_timeout = {}", timeout.as_millis());
+        sqlx::query(sqlx::AssertSqlSafe(limit))
+            .execute(&mut *tx)
+            .await?;
+        let row = one_statement::<sqlx::Postgres>(query)?
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.rollback().await?;
+        Ok(Answer::of::<sqlx::Postgres>(row))
+    }
+
     fn dialect(&self) -> &'static dyn Dialect {
         &Postgres
     }
@@ -356,6 +378,10 @@ impl Server for PostgresServer {
             || code.starts_with("40")
             || code.starts_with("53")
             || matches!(code, "55P03" | "57014" | "57P01" | "57P02" | "57P03")
+    }
+
+    fn is_time_out(&self, error: &dyn sqlx::error::DatabaseError) -> bool {
+        error.code().is_some_and(|code| code == "57014")
     }
 
     fn reports_missing_databases(&self) -> bool {

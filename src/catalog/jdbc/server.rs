@@ -186,6 +186,16 @@ pub(crate) trait Server: Send + Sync {
     async fn run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error>;
     /// Runs a table's creation and takes it back.
     async fn dry_run(&self, database: &str, statements: &[String]) -> Result<(), sqlx::Error>;
+    /// Runs `query`, one `SELECT`, in a read-only transaction (or on a
+    /// read-only connection) that may last at most `timeout`, and answers
+    /// its first row's first column: a write it attempts fails and changes
+    /// nothing, and a query past the time is stopped.
+    async fn read_only(
+        &self,
+        database: &str,
+        query: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Answer, sqlx::Error>;
     /// The system's own words for a refusal.
     fn explain(&self, error: &dyn sqlx::error::DatabaseError) -> String {
         error.message().to_owned()
@@ -193,6 +203,9 @@ pub(crate) trait Server: Send + Sync {
     /// Whether a refusal is worth retrying (a lock, a deadlock, the server
     /// busy or restarting) rather than final.
     fn is_transient(&self, error: &dyn sqlx::error::DatabaseError) -> bool;
+    /// Whether a refusal is a statement stopped at its time limit, which an
+    /// audit takes as its failure rather than as a reason to try again.
+    fn is_time_out(&self, error: &dyn sqlx::error::DatabaseError) -> bool;
     /// Whether every operation on a database that is gone fails with an
     /// error [`Server::is_missing_database`] knows, rather than creating
     /// the database or finding it empty: then a database found once need
@@ -204,4 +217,77 @@ pub(crate) trait Server: Send + Sync {
         false
     }
     async fn close(&self);
+}
+
+/// The first column of an audit query's first row, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    Int(i64),
+    Bool(bool),
+    Text(String),
+    /// No row, or a null.
+    Null,
+}
+
+impl Answer {
+    /// Reads the first column of `row`, whichever type the system gave it.
+    pub(crate) fn of<DB>(row: Option<DB::Row>) -> Self
+    where
+        DB: sqlx::Database,
+        for<'r> i64: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+        for<'r> i32: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+        for<'r> bool: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+        for<'r> String: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+        usize: sqlx::ColumnIndex<DB::Row>,
+    {
+        use sqlx::Row;
+        let Some(row) = row else {
+            return Answer::Null;
+        };
+        if let Ok(value) = row.try_get::<Option<i64>, _>(0) {
+            return value.map_or(Answer::Null, Answer::Int);
+        }
+        if let Ok(value) = row.try_get::<Option<i32>, _>(0) {
+            return value.map_or(Answer::Null, |v| Answer::Int(i64::from(v)));
+        }
+        if let Ok(value) = row.try_get::<Option<bool>, _>(0) {
+            return value.map_or(Answer::Null, Answer::Bool);
+        }
+        match row.try_get::<Option<String>, _>(0) {
+            Ok(value) => value.map_or(Answer::Null, Answer::Text),
+            Err(_) => Answer::Text("a value of a type ctasd does not read".into()),
+        }
+    }
+
+    /// Whether the answer reads as true: a true boolean, a number other
+    /// than 0, or the text `true`, `t` or `1`.
+    pub(crate) fn is_true(&self) -> bool {
+        match self {
+            Answer::Bool(value) => *value,
+            Answer::Int(value) => *value != 0,
+            Answer::Text(text) => matches!(
+                text.trim().to_ascii_lowercase().as_str(),
+                "true" | "t" | "1"
+            ),
+            Answer::Null => false,
+        }
+    }
+
+    /// The answer as a count, for the counting audits.
+    pub(crate) fn count(&self) -> Option<u64> {
+        match self {
+            Answer::Int(value) => u64::try_from(*value).ok(),
+            Answer::Text(text) => text.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Answer::Int(value) => value.to_string(),
+            Answer::Bool(value) => value.to_string(),
+            Answer::Text(text) => text.chars().take(200).collect(),
+            Answer::Null => "no value".into(),
+        }
+    }
 }

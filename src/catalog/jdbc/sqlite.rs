@@ -10,7 +10,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 use sqlx::{ConnectOptions, Connection};
 
 use super::dialect::{Dialect, DialectError, NameKind, Publication};
-use super::{CONNECT_TIMEOUT, Ending, PoolPerDatabase, Server, run_statements};
+use super::{
+    Answer, CONNECT_TIMEOUT, Ending, PoolPerDatabase, Server, one_statement, run_statements,
+};
 use crate::domain::flink::types::{DataType, MAX_LENGTH, TypeKind};
 
 /// SQLite stores decimals as 8-byte floats: 15 significant digits survive.
@@ -134,6 +136,30 @@ impl SqliteServer {
 
 #[async_trait]
 impl Server for SqliteServer {
+    /// On a read-only connection of its own, which a progress handler
+    /// stops once the time is up.
+    async fn read_only(
+        &self,
+        database: &str,
+        query: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Answer, sqlx::Error> {
+        let mut conn = self
+            .connect_options(database)
+            .read_only(true)
+            .connect()
+            .await?;
+        let deadline = std::time::Instant::now() + timeout;
+        conn.lock_handle()
+            .await?
+            .set_progress_handler(1000, move || std::time::Instant::now() < deadline);
+        let row = one_statement::<sqlx::Sqlite>(query)?
+            .fetch_optional(&mut conn)
+            .await;
+        let _ = conn.close().await;
+        Ok(Answer::of::<sqlx::Sqlite>(row?))
+    }
+
     fn dialect(&self) -> &'static dyn Dialect {
         &Sqlite
     }
@@ -222,6 +248,11 @@ impl Server for SqliteServer {
             .and_then(|c| c.parse().ok())
             .unwrap_or_default();
         matches!(code & 0xff, 5 | 6)
+    }
+
+    fn is_time_out(&self, error: &dyn sqlx::error::DatabaseError) -> bool {
+        // SQLITE_INTERRUPT: the progress handler stopped the statement.
+        error.code().is_some_and(|code| code == "9")
     }
 
     async fn close(&self) {

@@ -241,6 +241,17 @@ impl FlinkCluster {
         assert_eq!(response.status(), 202, "cancel {flink_job}");
     }
 
+    /// Every line the cluster's processes logged.
+    pub fn logs(&self) -> String {
+        let mut logs = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.conf.path().join("log")) {
+            for entry in entries.flatten() {
+                logs.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+            }
+        }
+        logs
+    }
+
     pub fn log_tail(&self) -> String {
         let mut tail = String::new();
         if let Ok(entries) = std::fs::read_dir(self.conf.path().join("log")) {

@@ -90,6 +90,43 @@ impl ServerProcess {
         }
     }
 
+    /// One JSON request as a client sends it: the status and the JSON
+    /// answer, or the transport error when the server is gone.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> reqwest::Result<(u16, Value)> {
+        let mut request = reqwest::Client::new().request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let reply = request.send().await?;
+        let status = reply.status().as_u16();
+        Ok((status, reply.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// The job once none of its actions is pending (or after 10 s).
+    pub async fn job_once_settled(&self, id: &str) -> Value {
+        let mut job = Value::Null;
+        for _ in 0..100 {
+            job = self
+                .call(reqwest::Method::GET, &format!("/v1/jobs/{id}"), None)
+                .await
+                .unwrap()
+                .1;
+            let pending = job["actions"]
+                .as_array()
+                .is_some_and(|actions| actions.iter().any(|a| a["state"] == "pending"));
+            if !pending {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        job
+    }
+
     /// SIGTERM, and the log it wrote.
     pub fn stop(mut self) -> String {
         Command::new("kill")

@@ -15,7 +15,9 @@ const STATUSES: JobStatus[] = [
 ];
 const PAGE_SIZE = 25;
 
-const SETTLEMENT_TONE: Record<Schemas["Settlement"], string> = { in_progress: "active", settled: "good", failed: "bad" };
+const SETTLEMENT_TONE: Record<Schemas["Settlement"], string> = {
+  in_progress: "active", settled: "good", failed: "bad", quarantined: "bad",
+};
 
 export function Settlement({ value }: { value: Schemas["Settlement"] }) {
   return <Tone tone={SETTLEMENT_TONE[value]}>{value.replace("_", " ")}</Tone>;
@@ -191,6 +193,7 @@ export function JobPage({ id }: { id: string }) {
           {job.failures.map((f) => <p key={f.action_id}>Hook {f.hook}, {f.action} (action {f.action_id}): {f.error}</p>)}
         </div>
       )}
+      {job.quarantined_until && <Quarantine job={job} onDecided={loaded.reload} />}
       <dl class="facts">
         <dt>Id</dt><dd><code>{job.id}</code> <CopyButton text={job.id} label="Copy the job id" /></dd>
         <dt>Mode</dt><dd>{job.mode}</dd>
@@ -251,7 +254,15 @@ function Timeline({ events }: { events: JobEvent[] }) {
           case "intervention":
             return (
               <li key={i} class="timeline-intervention small">
-                operator: <strong>{event.decision.replace("_", " ")}</strong> action {event.action_id} · <Time at={event.at} />
+                operator{event.decided_by && <> <code>{event.decided_by}</code></>}: <strong>{event.decision.replaceAll("_", " ")}</strong> action {event.action_id} · <Time at={event.at} />
+                {event.reason && <p class="pre-line">“{event.reason}”</p>}
+              </li>
+            );
+          case "audit":
+            return (
+              <li key={i} class="timeline-audit small" data-audit-passed={String(event.passed)}>
+                hook {event.hook} audit <strong>{event.name}</strong>{" "}
+                <Tone tone={event.passed ? "good" : "bad"}>{event.passed ? "passed" : "failed"}</Tone> · observed {event.observed} · <Time at={event.at} />
               </li>
             );
         }
@@ -279,6 +290,7 @@ function HookCard({ hook }: { hook: Job["hooks"][number] }) {
           {hook.table.columns.map((c) => <li key={c.name}><code>{c.name}</code> <code class="muted">{c.type}</code></li>)}
         </ul>
       </details>
+      {hook.audits.length > 0 && <Audits hook={hook} />}
       {location && (
         <div class="write-location">
           <h4>Write location</h4>
@@ -300,6 +312,74 @@ function HookCard({ hook }: { hook: Job["hooks"][number] }) {
         </div>
       )}
     </article>
+  );
+}
+
+function Audits({ hook }: { hook: Job["hooks"][number] }) {
+  const found = new Map(hook.audit_results.map((r) => [r.audit, r]));
+  return (
+    <div class="audits">
+      <h4>Audits before publishing</h4>
+      <ul class="small" aria-label={`Audits of hook ${hook.index}`}>
+        {hook.audits.map((audit, index) => {
+          const result = found.get(index);
+          return (
+            <li key={index} data-audit={index}>
+              <code>{result?.name ?? audit.kind}</code>{" "}
+              {result
+                ? <><Tone tone={result.passed ? "good" : "bad"}>{result.passed ? "passed" : "failed"}</Tone> observed {result.observed}, expected {result.expected} ({result.duration_ms} ms)</>
+                : <span class="muted">runs when the job finishes</span>}
+            </li>
+          );
+        })}
+      </ul>
+    </div>
+  );
+}
+
+/** A commit a failed audit holds back: its staging is kept, and an operator publishes it anyway or discards it. */
+function Quarantine({ job, onDecided }: { job: Job; onDecided: () => Promise<void> }) {
+  const canOperate = useCan("operate_jobs");
+  const [reason, setReason] = useState("");
+  const [problem, setProblem] = useState<ApiProblem | undefined>(undefined);
+  const [busy, setBusy] = useState(false);
+  const held = job.actions.filter((a) => a.action === "commit" && a.state === "pending" && a.outcome === "quarantined");
+  const decide = async (decision: "publish-anyway" | "give-up") => {
+    setBusy(true);
+    setProblem(undefined);
+    try {
+      for (const commit of held) {
+        await unwrap(api.POST("/v1/jobs/{job}/actions/{action}/{decision}", {
+          params: { path: { job: job.id, action: commit.id, decision } },
+          body: reason.trim() ? { reason: reason.trim() } : {},
+        }));
+      }
+      await onDecided();
+    } catch (e) {
+      setProblem(e instanceof ApiProblem ? e : undefined);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="notice notice-bad" role="region" aria-label="Quarantined">
+      <strong>A failed audit holds the table back</strong>
+      <p>
+        The staging is kept for inspection until <Time at={job.quarantined_until ?? ""} />, then discarded.
+        Readers see the table as it was.
+      </p>
+      {held.map((a) => <p key={a.id} class="pre-line small">{a.last_error}</p>)}
+      {canOperate && (
+        <div class="quarantine-decision">
+          <label class="small" for="quarantine-reason">Reason (shown in the job's events)</label>
+          <input id="quarantine-reason" type="text" maxLength={1000} value={reason}
+            onInput={(e) => setReason((e.target as HTMLInputElement).value)} />
+          <button type="button" class="button small" disabled={busy} onClick={() => void decide("publish-anyway")}>Publish anyway</button>{" "}
+          <button type="button" class="button small danger" disabled={busy} onClick={() => void decide("give-up")}>Discard</button>
+        </div>
+      )}
+      <ProblemNotice problem={problem} />
+    </div>
   );
 }
 
@@ -343,7 +423,7 @@ function Actions({ job, onSettled }: { job: Job; onSettled: () => Promise<void> 
               // a commit whose staging was discarded has nothing left to publish, so no retry.
               const overtaken = job.actions.some((later) => later.hook === a.hook && later.id > a.id);
               const stuck = a.state !== "done" && !a.in_progress && !overtaken;
-              const retryable = stuck && a.outcome !== "discarded";
+              const retryable = stuck && a.outcome !== "discarded" && a.outcome !== "vetoed";
               return (
                 <tr key={a.id} data-action={a.id}>
                   <td>{a.id}</td>

@@ -3,6 +3,7 @@ package dev.ctasd.flink;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.catalog.StagedTable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -82,6 +83,7 @@ final class CtasdStagedTable implements StagedTable {
                 CtasdClient.Answer answer = report(status, failure);
                 if (answer.ok()) {
                     LOG.info("ctasd job {} reported {}", job, status);
+                    warnOfHeldBack(answer);
                     return;
                 }
                 LOG.warn("ctasd answered {} for job {}: {}", status, job, answer.problem());
@@ -101,6 +103,24 @@ final class CtasdStagedTable implements StagedTable {
         }
         LOG.error("ctasd was not told job {} is {}; ctasd settles it from Flink's final status when an engine "
                 + "watches it, or an operator does", job, status);
+    }
+
+    /**
+     * A commit that audits held back publishes nothing, yet Flink's job has finished: the JobManager's log
+     * says so, with where the staging is kept (quarantine) or that it was discarded.
+     */
+    private void warnOfHeldBack(CtasdClient.Answer answer) {
+        for (JsonNode action : answer.body.path("actions_taken")) {
+            String outcome = action.path("outcome").asText();
+            if ("quarantined".equals(outcome) || "vetoed".equals(outcome)) {
+                JsonNode hook =
+                        answer.body.path("job").path("hooks").path(action.path("hook").asInt());
+                LOG.warn("ctasd did not publish {}.{}.{} for job {} ({}): {}; staging {}",
+                        hook.path("target").path("catalog").asText(), hook.path("target").path("database").asText(),
+                        hook.path("target").path("table").asText(), job, outcome, action.path("last_error").asText(),
+                        hook.path("write_location").path("name").asText());
+            }
+        }
     }
 
     private CtasdClient.Answer report(String status, String failure) throws java.io.IOException {

@@ -5,12 +5,19 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 import org.apache.flink.table.catalog.Column;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 
 /** A table Flink declares, as ctasd's job submission takes it. */
 final class Staging {
+    /**
+     * Table options under this prefix are not the table's: {@code ctasd.audit.<n>.<field>} declare the
+     * hook's audits in their property-map form, checked on the staging before it is published.
+     */
+    static final String AUDIT_OPTION_PREFIX = "ctasd.audit.";
+
     private Staging() {}
 
     /** One hook of `kind` onto catalog.database.table, with Flink's columns and options. */
@@ -25,9 +32,18 @@ final class Staging {
                 columns.add(declared);
             }
         }
+        Map<String, String> options = new HashMap<>();
+        Map<String, String> audits = new TreeMap<>();
+        definition.getOptions().forEach((key, value) -> {
+            if (key.startsWith(AUDIT_OPTION_PREFIX)) {
+                audits.put(key.substring("ctasd.".length()), value);
+            } else {
+                options.put(key, value);
+            }
+        });
         Map<String, Object> declared = new LinkedHashMap<>();
         declared.put("columns", columns);
-        declared.put("options", new HashMap<>(definition.getOptions()));
+        declared.put("options", options);
         Map<String, Object> target = new LinkedHashMap<>();
         target.put("catalog", catalog);
         target.put("database", database);
@@ -37,6 +53,9 @@ final class Staging {
         hook.put("if_not_exists", ifNotExists);
         hook.put("target", target);
         hook.put("table", declared);
+        if (!audits.isEmpty()) {
+            hook.put("audit_properties", audits);
+        }
         return hook;
     }
 
