@@ -242,6 +242,8 @@ pub struct JobFilter {
     pub engine_job_id: Option<String>,
     /// Jobs watched on this engine.
     pub engine: Option<String>,
+    /// Only jobs with a commit held in quarantine.
+    pub quarantined: bool,
     /// Jobs created at or after this time.
     pub created_after: Option<DateTime<Utc>>,
     /// Jobs created before this time.

@@ -502,6 +502,13 @@ fn list_query<'a>(filter: &'a JobFilter, after: Option<&'a JobCursor>, limit: u3
     if let Some(engine) = filter.engine.as_deref() {
         conditions.push(format!("j.engine = ${}", bind(Param::Text(engine))));
     }
+    if filter.quarantined {
+        conditions.push(
+            "EXISTS (SELECT 1 FROM actions a WHERE a.job_id = j.id AND a.state = 'pending' \
+             AND a.outcome = 'quarantined')"
+                .to_owned(),
+        );
+    }
     if let Some(from) = filter.created_after {
         conditions.push(format!("j.created_at >= ${}", bind(Param::Time(from))));
     }

@@ -170,6 +170,9 @@ async fn a_failed_audit_keeps_the_staging_in_quarantine_until_an_operator_publis
         );
         let staging = job["hooks"][0]["write_location"]["name"].as_str().unwrap();
         assert!(world.exists(staging).await, "{label}: the staging is kept");
+        let held = app.get("/v1/jobs?quarantined=true").await;
+        assert_eq!(held.body["jobs"][0]["id"], id.as_str(), "{label}: listed");
+        assert_eq!(held.body["jobs"].as_array().unwrap().len(), 1);
 
         let decision = format!("/v1/jobs/{id}/actions/{}/publish-anyway", commit["id"]);
         let published = app
@@ -200,6 +203,8 @@ async fn a_failed_audit_keeps_the_staging_in_quarantine_until_an_operator_publis
             .unwrap();
         assert_eq!(decided["decision"], "publish_anyway");
         assert_eq!(decided["reason"], "duplicates are expected today");
+        let held = app.get("/v1/jobs?quarantined=true").await;
+        assert_eq!(held.body["jobs"], json!([]), "{label}: no longer held");
     }
 }
 

@@ -396,6 +396,9 @@ pub struct ListJobsParams {
     pub engine_job_id: Option<String>,
     /// Only jobs watched on this engine.
     pub engine: Option<String>,
+    /// `true`: only jobs with a staging held in quarantine by a failed
+    /// audit, waiting for an operator.
+    pub quarantined: Option<bool>,
     /// Only jobs created at or after this time (RFC 3339).
     pub created_after: Option<DateTime<Utc>>,
     /// Only jobs created before this time (RFC 3339).
@@ -464,6 +467,7 @@ pub(super) fn job_filter(params: ListJobsParams) -> Result<JobFilter, ApiError> 
         catalog: params.catalog,
         engine_job_id: params.engine_job_id,
         engine: params.engine,
+        quarantined: params.quarantined.unwrap_or(false),
         created_after: params.created_after,
         created_before: params.created_before,
         search,
