@@ -31,12 +31,14 @@ pub enum Point {
     AbortMidway,
     /// An audit on a staging ran; what it found is not recorded yet.
     AuditRan,
+    /// A receiver took an event; that it did is not recorded yet.
+    EventPosted,
     /// The staging is gone; the ledger does not say so yet.
     AbortApplied,
 }
 
 impl Point {
-    pub const ALL: [Point; 7] = [
+    pub const ALL: [Point; 8] = [
         Point::StatusStored,
         Point::StagingCreated,
         Point::CommitMidway,
@@ -44,6 +46,7 @@ impl Point {
         Point::AbortMidway,
         Point::AbortApplied,
         Point::AuditRan,
+        Point::EventPosted,
     ];
 
     pub fn as_str(self) -> &'static str {

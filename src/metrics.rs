@@ -24,6 +24,10 @@ pub struct Metrics {
     pub audits: IntCounterVec,
     /// Actions by ledger state (`pending`, `failed`), as the store holds them.
     pub actions_in_state: IntGaugeVec,
+    /// Event delivery attempts, by result (`delivered`, `failed`, `parked`).
+    pub deliveries: IntCounterVec,
+    /// Deliveries by subscription and state, as the store holds them.
+    pub deliveries_in_state: IntGaugeVec,
     /// The store's connections: `in_use`, `idle`, `max`.
     pub store_connections: IntGaugeVec,
 }
@@ -81,6 +85,16 @@ impl Metrics {
                 "Hook actions in the store, by state (pending, failed).",
                 &["state"],
             ),
+            deliveries: counter(
+                "ctasd_event_deliveries_total",
+                "Event delivery attempts to subscribers, by result (delivered, failed, parked).",
+                &["result"],
+            ),
+            deliveries_in_state: gauge(
+                "ctasd_event_deliveries",
+                "Event deliveries in the store, by subscription and state (pending, delivered, parked).",
+                &["subscription", "state"],
+            ),
             store_connections: gauge(
                 "ctasd_store_connections",
                 "Connections of the store's pool, by state (in_use, idle, max).",
@@ -94,6 +108,8 @@ impl Metrics {
             Box::new(metrics.actions.clone()),
             Box::new(metrics.audits.clone()),
             Box::new(metrics.actions_in_state.clone()),
+            Box::new(metrics.deliveries.clone()),
+            Box::new(metrics.deliveries_in_state.clone()),
             Box::new(metrics.store_connections.clone()),
         ] {
             metrics

@@ -71,6 +71,7 @@ impl Role {
                     | SubmitJobs
                     | UpdateJobs
                     | OperateJobs
+                    | ManageSubscriptions
             ),
         }
     }
@@ -99,10 +100,13 @@ pub enum Permission {
     UpdateJobs,
     /// Retry or give up a job's action.
     OperateJobs,
+    /// Register, read, alter and drop event subscriptions; see and
+    /// redeliver their deliveries.
+    ManageSubscriptions,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 10] = [
+    pub const ALL: [Permission; 11] = [
         Permission::Authenticated,
         Permission::ReadCatalogs,
         Permission::ReadEngines,
@@ -113,6 +117,7 @@ impl Permission {
         Permission::ReportStatus,
         Permission::UpdateJobs,
         Permission::OperateJobs,
+        Permission::ManageSubscriptions,
     ];
 }
 
@@ -146,6 +151,7 @@ pub mod need {
         ReportStatus,
         UpdateJobs,
         OperateJobs,
+        ManageSubscriptions,
     );
 }
 

@@ -118,6 +118,11 @@ problem_codes! {
     EngineModified => CONFLICT, "Concurrent modification";
     EngineSettingInvalid => UNPROCESSABLE_ENTITY, "Invalid engine setting";
     EngineUnreachable => UNPROCESSABLE_ENTITY, "Engine cannot be reached";
+    SubscriptionInvalid => UNPROCESSABLE_ENTITY, "Invalid subscription";
+    SubscriptionNotFound => NOT_FOUND, "Subscription not found";
+    SubscriptionExists => CONFLICT, "Subscription already exists";
+    SubscriptionModified => CONFLICT, "Concurrent modification";
+    DeliveryNotFound => NOT_FOUND, "Delivery not found";
     StoreUnavailable => SERVICE_UNAVAILABLE, "Store unavailable";
     StoreNotReady => SERVICE_UNAVAILABLE, "Store not ready";
     Internal => INTERNAL_SERVER_ERROR, "Internal error";
@@ -414,6 +419,13 @@ impl From<ServiceError> for ApiError {
             ServiceError::EngineExists(_) => Self::new(C::EngineExists, detail),
             ServiceError::EngineInUse(_) => Self::new(C::EngineInUse, detail),
             ServiceError::EngineModified(_) => Self::new(C::EngineModified, detail),
+            ServiceError::SubscriptionInvalid { field, .. } => {
+                Self::new(C::SubscriptionInvalid, detail).at(Some(field))
+            }
+            ServiceError::SubscriptionNotFound(_) => Self::new(C::SubscriptionNotFound, detail),
+            ServiceError::SubscriptionExists(_) => Self::new(C::SubscriptionExists, detail),
+            ServiceError::SubscriptionModified(_) => Self::new(C::SubscriptionModified, detail),
+            ServiceError::DeliveryNotFound(_) => Self::new(C::DeliveryNotFound, detail),
             ServiceError::StoreUnavailable(_) => Self::internal(
                 C::StoreUnavailable,
                 detail,

@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod overview;
 pub mod page;
 pub mod statements;
+pub mod subscriptions;
 pub mod ui;
 pub mod whoami;
 
@@ -77,9 +78,10 @@ impl AppState {
         (name = "browse", description = "Databases and tables of a live catalog"),
         (name = "engines", description = "Flink clusters ctasd watches jobs on"),
         (name = "jobs", description = "Submit CTAS jobs and report their status"),
+        (name = "events", description = "Subscriptions to ctasd's events, signed webhooks in ctasd's format or OpenLineage"),
         (name = "health", description = "Liveness and readiness"),
     ),
-    components(schemas(error::ProblemCode))
+    components(schemas(error::ProblemCode, crate::domain::event::CtasdEvent))
 )]
 struct ApiDoc;
 
@@ -90,6 +92,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .merge(engines::router())
         .merge(statements::router())
         .merge(jobs::router())
+        .merge(subscriptions::router())
         .merge(overview::router())
         .merge(whoami::router())
         .merge(health::router())

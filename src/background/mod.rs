@@ -1,8 +1,10 @@
 //! The loops that run beside the requests, each on its own schedule: the
-//! resumer (due hook actions), the watcher (registered engines' jobs) and
-//! the retention (ended jobs). They start once the service is ready and
+//! resumer (due hook actions), the watcher (registered engines' jobs), the
+//! events (the outbox fanned out, deliveries sent) and the retention
+//! (ended jobs). They start once the service is ready and
 //! stop together, each finishing the round it is in.
 
+mod events;
 mod resume;
 mod retention;
 mod watcher;
@@ -60,6 +62,7 @@ impl Background {
         let mut loops = vec![
             resume::spawn(hooks, stopping.clone()),
             watcher::spawn(services.clone(), stopping.clone()),
+            events::spawn(services.clone(), stopping.clone()),
         ];
         if let Some(retention) = retention {
             loops.push(retention::spawn(services, retention, stopping));

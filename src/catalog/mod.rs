@@ -11,6 +11,7 @@ pub mod builtin;
 pub mod filesystem;
 pub mod installation;
 pub mod jdbc;
+pub mod lineage;
 pub mod live;
 pub mod memory;
 pub mod protected;

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod catalog;
 pub mod engine;
+pub mod event;
 pub mod flink;
 pub mod job;
 pub mod job_record;
@@ -14,7 +15,7 @@ pub mod options;
 pub mod staging;
 
 pub use catalog::{CatalogAlteration, CatalogDescriptor, CatalogRecord};
-pub use name::{CatalogName, EngineName, NameError, ObjectName};
+pub use name::{CatalogName, EngineName, NameError, ObjectName, SubscriptionName};
 pub use options::{CatalogOptions, MASK, OptionsError};
 pub use staging::{Staging, StagingKey, WriteLocation, WriteLocationKind};
 
@@ -45,6 +46,9 @@ string_forms!(
     ledger::ActionOutcome,
     ledger::Decision,
     audit::OnAuditFailure,
+    event::EventFormat,
+    event::EventType,
+    event::DeliveryState,
 );
 
 /// For optional request fields that have no `null`:

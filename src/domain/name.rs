@@ -70,6 +70,27 @@ impl fmt::Display for EngineName {
     }
 }
 
+/// A subscription's name, by the same rule as a catalog's.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct SubscriptionName(String);
+
+impl SubscriptionName {
+    pub fn parse(value: &str) -> Result<Self, NameError> {
+        registered_name("subscription name", value).map(Self)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SubscriptionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A name ctasd registers, fit for a URL path unescaped:
 /// `[A-Za-z][A-Za-z0-9_-]{0,63}`.
 fn registered_name(what: &'static str, value: &str) -> Result<String, NameError> {

@@ -6,9 +6,11 @@
 
 mod catalogs;
 mod engines;
+mod events;
 mod freshness;
 mod idempotency;
 mod jobs;
+mod lineage;
 mod report;
 mod statements;
 mod submit;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 pub use crate::catalog::builtin::type_names as catalog_type_names;
 pub use catalogs::{CatalogType, Registration};
 pub use engines::{EngineAlteration, EngineRegistration, EngineRequest, EngineWithJobs};
+pub use events::{SubscriptionAlteration, SubscriptionRequest, SubscriptionWithCounts};
 pub use idempotency::{KeyClaim, StoredAnswer};
 pub use jobs::JobEvents;
 pub use statements::StatementResult;
@@ -46,6 +49,8 @@ pub struct Services {
     hooks: Arc<HookRunner>,
     /// What every engine is reached with.
     engines_http: Arc<EngineHttp>,
+    /// Posts events to subscribers: bounded in time, no redirects followed.
+    events_http: reqwest::Client,
     metrics: Arc<Metrics>,
     freshness: freshness::Freshness,
     shapes: report::ShapeHints,
@@ -66,6 +71,7 @@ impl Services {
             catalogs,
             hooks,
             engines_http: Arc::new(EngineHttp::new(AllowedHosts::default())),
+            events_http: events::http_client(),
             metrics,
             freshness: freshness::Freshness::default(),
             shapes: report::ShapeHints::default(),
@@ -115,6 +121,13 @@ impl Services {
                 state,
                 i64::try_from(value).unwrap_or(i64::MAX),
             );
+        }
+        metrics.deliveries_in_state.reset();
+        for (subscription, state, count) in self.store.delivery_counts().await? {
+            metrics
+                .deliveries_in_state
+                .with_label_values(&[subscription.as_str(), state.as_str()])
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
         Ok(metrics.render())
     }
@@ -242,6 +255,16 @@ pub enum ServiceError {
     EngineInUse(String),
     #[error("engine '{0}' was changed by another request meanwhile; read it again and retry")]
     EngineModified(String),
+    #[error("{message}")]
+    SubscriptionInvalid { field: String, message: String },
+    #[error("subscription '{0}' does not exist")]
+    SubscriptionNotFound(String),
+    #[error("subscription '{0}' already exists")]
+    SubscriptionExists(String),
+    #[error("subscription '{0}' was changed by another request meanwhile; read it again and retry")]
+    SubscriptionModified(String),
+    #[error("{0}")]
+    DeliveryNotFound(String),
     /// The store cannot be reached; the text is for the log only.
     #[error("the store is unavailable: {0}")]
     StoreUnavailable(String),
@@ -288,6 +311,9 @@ impl From<StoreError> for ServiceError {
             },
             StoreError::EngineInUse { .. } => Self::EngineInUse(detail),
             StoreError::EngineModified(name) => Self::EngineModified(name),
+            StoreError::SubscriptionExists(name) => Self::SubscriptionExists(name),
+            StoreError::SubscriptionNotFound(name) => Self::SubscriptionNotFound(name),
+            StoreError::SubscriptionModified(name) => Self::SubscriptionModified(name),
             StoreError::Unavailable(_) => Self::StoreUnavailable(detail),
             StoreError::NotReady(reason) => Self::StoreNotReady(reason),
             // A key taken away too early: the operator's to give back, and

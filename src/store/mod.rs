@@ -13,6 +13,7 @@
 
 mod catalogs;
 mod engines;
+mod events;
 mod idempotency;
 mod jobs;
 mod ledger;
@@ -36,10 +37,14 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::audit::AuditResult;
 use crate::domain::engine::{EngineDescriptor, EngineObservation, EngineRecord};
+use crate::domain::event::{
+    DeliveryRecord, DeliveryResult, DeliveryState, NewDelivery, OutboxRow, Subscription,
+    SubscriptionRecord,
+};
 use crate::domain::job::{JobId, StatusReport, Transition};
 use crate::domain::job_record::{JobCursor, JobFilter, JobRecord, JobWatch, NewJob, StatusChange};
 use crate::domain::ledger::{ActionRecord, ActionResult, Deciding, Intervention, Shape};
-use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName};
+use crate::domain::{CatalogDescriptor, CatalogName, CatalogRecord, EngineName, SubscriptionName};
 pub use secrets::Keyring;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -86,6 +91,12 @@ pub enum StoreError {
     EngineInUse { engine: String, jobs: u64 },
     #[error("engine '{0}' was changed by another request meanwhile; read it again and retry")]
     EngineModified(String),
+    #[error("subscription '{0}' already exists")]
+    SubscriptionExists(String),
+    #[error("subscription '{0}' does not exist")]
+    SubscriptionNotFound(String),
+    #[error("subscription '{0}' was changed by another request meanwhile; read it again and retry")]
+    SubscriptionModified(String),
     #[error("store failure: {0}")]
     Internal(String),
 }
@@ -303,6 +314,80 @@ pub trait JobStore: Send + Sync {
     ) -> Result<(), StoreError>;
 }
 
+/// Events out: subscriptions, the outbox the ledger fills, deliveries.
+#[async_trait]
+pub trait EventStore: Send + Sync {
+    /// Stores a subscription with its signing secret, sealed;
+    /// [`StoreError::SubscriptionExists`] when the name is taken.
+    async fn insert_subscription(
+        &self,
+        subscription: &Subscription,
+        secret: &str,
+    ) -> Result<SubscriptionRecord, StoreError>;
+
+    async fn get_subscription(
+        &self,
+        name: &SubscriptionName,
+    ) -> Result<Option<SubscriptionRecord>, StoreError>;
+
+    /// Every subscription, by name.
+    async fn list_subscriptions(&self) -> Result<Vec<SubscriptionRecord>, StoreError>;
+
+    /// Every subscription with its secret opened, for the deliverer only.
+    async fn subscriptions_with_secrets(
+        &self,
+    ) -> Result<Vec<(SubscriptionRecord, String)>, StoreError>;
+
+    /// Replaces what may change (all but the name and the secret), when
+    /// the stored version is `expected_version` (any, when `None`).
+    async fn update_subscription(
+        &self,
+        subscription: &Subscription,
+        expected_version: Option<i64>,
+    ) -> Result<SubscriptionRecord, StoreError>;
+
+    /// Deletes it and its deliveries; whether it was there.
+    async fn delete_subscription(&self, name: &SubscriptionName) -> Result<bool, StoreError>;
+
+    /// The oldest outbox rows, up to `limit`.
+    async fn outbox_batch(&self, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// In one transaction: stores the deliveries (one per subscription and
+    /// event id; a repeated one is ignored) and deletes the outbox rows
+    /// `drained`.
+    async fn fan_out(&self, deliveries: &[NewDelivery], drained: &[i64]) -> Result<(), StoreError>;
+
+    /// Leases up to `limit` due deliveries, oldest first, each the oldest
+    /// pending one of its job for its subscription, counting the attempt.
+    async fn claim_deliveries(
+        &self,
+        lease: Duration,
+        limit: u32,
+    ) -> Result<Vec<DeliveryRecord>, StoreError>;
+
+    async fn record_delivery(&self, id: i64, result: &DeliveryResult) -> Result<(), StoreError>;
+
+    /// A subscription's deliveries, newest first, with ids below `before`.
+    async fn list_deliveries(
+        &self,
+        subscription: &SubscriptionName,
+        state: Option<DeliveryState>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<DeliveryRecord>, StoreError>;
+
+    /// Makes a delivery pending again, due now, its attempts counted from
+    /// zero; `None` when the subscription has no such delivery.
+    async fn redeliver(
+        &self,
+        subscription: &SubscriptionName,
+        id: i64,
+    ) -> Result<Option<DeliveryRecord>, StoreError>;
+
+    /// How many deliveries each subscription has in each state.
+    async fn delivery_counts(&self) -> Result<Vec<(String, DeliveryState, u64)>, StoreError>;
+}
+
 /// A move made and read back in one statement.
 #[derive(Debug)]
 pub struct MovedJob {
@@ -443,7 +528,9 @@ pub trait IdempotencyStore: Send + Sync {
 
 /// Everything ctasd keeps: catalogs, jobs and the ledger, in one database.
 #[async_trait]
-pub trait Store: CatalogStore + EngineStore + JobStore + Ledger + IdempotencyStore {
+pub trait Store:
+    CatalogStore + EngineStore + JobStore + Ledger + IdempotencyStore + EventStore
+{
     /// A short, secret-free description for logs, e.g. `SQLite at ./ctasd-data/ctasd.db`.
     fn describe(&self) -> String;
 

@@ -1,6 +1,7 @@
 //! Moving every sealed value to the active key, so an old key can be
 //! removed: catalogs' secrets, the catalog snapshots and secret table
-//! options of jobs' hooks, and kept idempotent answers. Each row is written
+//! options of jobs' hooks, subscriptions' signing secrets, and kept
+//! idempotent answers. Each row is written
 //! back only if it still holds what was read (a change made meanwhile
 //! wins, sealed under the active key already), so replicas starting
 //! together and requests in flight lose nothing. A value sealed with a key
@@ -109,6 +110,7 @@ impl<B: Backend> SqlStore<B> {
         let mut report = Resealed::default();
         self.reseal_catalogs(&mut report).await?;
         self.reseal_hooks(&mut report).await?;
+        self.reseal_subscriptions(&mut report).await?;
         self.reseal_answers(&mut report).await?;
         Ok(report)
     }
@@ -183,6 +185,38 @@ impl<B: Backend> SqlStore<B> {
                 .await?;
             }
         }
+    }
+
+    async fn reseal_subscriptions(&self, report: &mut Resealed) -> Result<(), StoreError> {
+        let mut pool = self.pool();
+        let rows: Vec<(String, String)> = pool
+            .rows(Query::new("SELECT name, sealed_secret FROM subscriptions"))
+            .await?;
+        for (name, sealed) in rows {
+            match self.keyring.reseal(super::events::SECRET_KEY, &sealed) {
+                Ok(Some(again)) => {
+                    pool.execute(
+                        Query::new(
+                            "UPDATE subscriptions SET sealed_secret = $3 \
+                             WHERE name = $1 AND sealed_secret = $2",
+                        )
+                        .text(&name)
+                        .text(&sealed)
+                        .text(&again),
+                    )
+                    .await?;
+                    report.moved += 1;
+                }
+                Ok(None) => {}
+                Err(SealError::UnknownKey(_)) => {
+                    report.cannot_open(&sealed, || format!("subscription '{name}'"))
+                }
+                Err(e) => {
+                    return Err(StoreError::Internal(format!("subscription '{name}': {e}")));
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn reseal_answers(&self, report: &mut Resealed) -> Result<(), StoreError> {

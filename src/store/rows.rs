@@ -133,6 +133,7 @@ pub(crate) const STORE_TABLES: &[&str] = &[
     "actions",
     "catalogs",
     "ctasd_store",
+    "deliveries",
     "engines",
     "hooks",
     "idempotency_keys",
@@ -140,6 +141,8 @@ pub(crate) const STORE_TABLES: &[&str] = &[
     "job_transitions",
     "job_watches",
     "jobs",
+    "outbox",
+    "subscriptions",
 ];
 
 /// Ready: every migration applied and every table of the schema present.

@@ -34,6 +34,9 @@ fn allowed(method: &str, path: &str) -> Vec<Role> {
         vec![Reader, Engine, Operator, Admin]
     } else if path.starts_with("/v1/jobs") {
         vec![Operator, Admin]
+    } else if path.starts_with("/v1/subscriptions") {
+        // Subscriptions say where events go: operators' business, reads too.
+        vec![Operator, Admin]
     } else if read {
         // Catalogs, catalog types and engines.
         vec![Reader, Operator, Admin]
@@ -51,6 +54,8 @@ fn concrete(template: &str) -> String {
         .replace("{action}", "1")
         .replace("{decision}", "retry")
         .replace("{engine}", "flink")
+        .replace("{subscription}", "hooks")
+        .replace("{delivery}", "1")
 }
 
 async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Reply {

@@ -141,7 +141,7 @@ async fn whoami_tells_a_token_its_role_and_permissions() {
     );
     let seen: Value = whoami(&admin).await.unwrap().json().await.unwrap();
     assert_eq!(seen["role"], "admin");
-    assert_eq!(seen["permissions"].as_array().unwrap().len(), 10);
+    assert_eq!(seen["permissions"].as_array().unwrap().len(), 11);
     let anonymous = app.get("/v1/whoami").await;
     anonymous.assert_problem(401, "UNAUTHENTICATED");
 

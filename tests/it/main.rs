@@ -16,6 +16,8 @@ mod ddl;
 mod drops;
 mod engines;
 mod errors;
+mod event_faults;
+mod events;
 mod flink;
 mod flink_native;
 mod helpers;

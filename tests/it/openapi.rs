@@ -178,8 +178,18 @@ fn the_document_gives_generators_named_types_plain_maps_and_verb_first_operation
     assert!(schemas["Problem"]["properties"]["legal_next"].is_object());
 
     let verbs = [
-        "list", "get", "register", "alter", "drop", "submit", "update", "report", "settle",
-        "check", "run",
+        "list",
+        "get",
+        "register",
+        "alter",
+        "drop",
+        "submit",
+        "update",
+        "report",
+        "settle",
+        "check",
+        "run",
+        "redeliver",
     ];
     for (path, item) in document["paths"].as_object().unwrap() {
         for (method, operation) in item.as_object().unwrap() {

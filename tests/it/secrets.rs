@@ -60,6 +60,17 @@ async fn the_password_is_in_no_response_log_line_or_store_byte() {
         requests.push((reqwest::Method::POST, "/v1/catalogs", Some(body.clone())));
     }
 
+    // A subscription's signing secret: shown once, in its registration's
+    // answer, and nowhere else.
+    let signing = "whsec_c2lnbmluZy1zZWNyZXQtb2YtYS1zdWJzY3JpYmVy";
+    requests.push((
+        reqwest::Method::POST,
+        "/v1/subscriptions",
+        Some(json!({"name": "hooks", "url": "http://127.0.0.1:9/hook", "secret": signing})),
+    ));
+    let registration = requests.len() - 1;
+    requests.push((reqwest::Method::GET, "/v1/subscriptions", None));
+    requests.push((reqwest::Method::GET, "/v1/subscriptions/hooks", None));
     for (method, path, body) in requests {
         let mut request = client.request(method, format!("{}{path}", server.base));
         if let Some(body) = body {
@@ -82,8 +93,20 @@ async fn the_password_is_in_no_response_log_line_or_store_byte() {
             reply.text
         );
     }
+    assert_eq!(replies[registration].body["secret"], signing);
+    for (at, reply) in replies
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| *at != registration)
+    {
+        assert!(
+            !reply.text.contains(signing),
+            "reply {at} shows the signing secret"
+        );
+    }
     assert!(log.contains("catalog registered"), "the log was captured");
     assert!(!log.contains(SECRET), "the log shows the secret");
+    assert!(!log.contains(signing), "the log shows the signing secret");
     let mut files = 0;
     for entry in std::fs::read_dir(&data_dir).unwrap() {
         let path = entry.unwrap().path();
@@ -91,6 +114,11 @@ async fn the_password_is_in_no_response_log_line_or_store_byte() {
         assert!(
             !contains(&bytes, SECRET.as_bytes()),
             "{} holds the secret in plain text",
+            path.display()
+        );
+        assert!(
+            !contains(&bytes, signing.as_bytes()),
+            "{} holds the signing secret in plain text",
             path.display()
         );
         files += 1;
@@ -169,7 +197,8 @@ async fn sealing_keys(data_dir: &Path) -> Vec<String> {
     let sealed: Vec<String> = sqlx::query_scalar(
         "SELECT value FROM catalogs, json_each(catalogs.sealed_options) \
          UNION ALL SELECT value FROM hooks, json_each(hooks.catalog_sealed_options) \
-         UNION ALL SELECT value FROM hooks, json_each(hooks.sealed_table_properties)",
+         UNION ALL SELECT value FROM hooks, json_each(hooks.sealed_table_properties) \
+         UNION ALL SELECT sealed_secret FROM subscriptions",
     )
     .fetch_all(&mut conn)
     .await
@@ -213,6 +242,13 @@ async fn a_key_is_retired_by_putting_a_new_one_first_restarting_and_removing_it(
         )
         .await;
     assert_eq!(job.status, 201, "{}", job.text);
+    let subscribed = app
+        .post(
+            "/v1/subscriptions",
+            &json!({"name": "hooks", "url": "http://127.0.0.1:9/hook"}),
+        )
+        .await;
+    assert_eq!(subscribed.status, 201, "{}", subscribed.text);
     let data_dir = app.settings().store.data_dir.clone();
 
     // The new key first, the old one still given: every secret moves.
@@ -235,6 +271,21 @@ async fn a_key_is_retired_by_putting_a_new_one_first_restarting_and_removing_it(
     assert_eq!(catalog.status, 200, "{}", catalog.text);
     let id = job.body["id"].as_str().unwrap();
     assert_eq!(app.put_status(id, "CREATED").await.status, 200);
+    // The signing secret opens too: the deliverer signs with it and tries
+    // the receiver (which is not there).
+    let mut tried = Value::Null;
+    for _ in 0..100 {
+        tried = app.get("/v1/subscriptions/hooks/deliveries").await.body;
+        let errors = tried["deliveries"].as_array().unwrap().iter();
+        if errors
+            .filter_map(|d| d["last_error"].as_str())
+            .any(|e| e.contains("could not be reached"))
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no delivery was signed and tried: {tried}");
 }
 
 #[tokio::test]

@@ -4,10 +4,11 @@
 import { api, unwrap } from "./api";
 import { Link } from "./components";
 import { CatalogList, CatalogPage, RegisterCatalog } from "./pages/catalogs";
+import { SubscriptionList, SubscriptionPage } from "./pages/events";
 import { JobList, JobPage } from "./pages/jobs";
 import { usePoll } from "./poll";
 import { match, useLocation } from "./router";
-import { SessionGate, useSession } from "./session";
+import { SessionGate, useCan, useSession } from "./session";
 
 export function App() {
   return (
@@ -19,7 +20,8 @@ export function App() {
 
 function Shell() {
   const { path } = useLocation();
-  const section = path.startsWith("/catalogs") ? "catalogs" : "jobs";
+  const section = path.startsWith("/catalogs") ? "catalogs" : path.startsWith("/events") ? "events" : "jobs";
+  const canSubscribe = useCan("manage_subscriptions");
   return (
     <>
       <a class="skip-link" href="#main">Skip to content</a>
@@ -28,6 +30,7 @@ function Shell() {
         <nav aria-label="Sections">
           <Link href="/jobs" aria-current={section === "jobs" ? "page" : undefined}>Jobs</Link>
           <Link href="/catalogs" aria-current={section === "catalogs" ? "page" : undefined}>Catalogs</Link>
+          {canSubscribe && <Link href="/events" aria-current={section === "events" ? "page" : undefined}>Events</Link>}
           <a href="/docs">API docs</a>
         </nav>
         <Caller />
@@ -47,6 +50,8 @@ function Route({ path }: { path: string }) {
   if (path === "/catalogs" || path === "/catalogs/") return <CatalogList />;
   if (path === "/catalogs/new") return <RegisterCatalog />;
   if ((params = match("/catalogs/:name", path))) return <CatalogPage name={params.name ?? ""} />;
+  if (path === "/events" || path === "/events/") return <SubscriptionList />;
+  if ((params = match("/events/:name", path))) return <SubscriptionPage name={params.name ?? ""} />;
   return (
     <section>
       <h1>Not found</h1>

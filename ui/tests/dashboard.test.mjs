@@ -7,6 +7,7 @@
 // but loopback, and every request the pages make is checked to go to ctasd.
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium } from "playwright-core";
@@ -332,6 +333,53 @@ test("a failed audit holds a table back: the job's page shows why, and an operat
   await shot(page, "job-published-anyway");
   assert.deepEqual(errors, []);
   await context.close();
+});
+
+test("an operator sees subscriptions and their deliveries, and sends a parked one again", async () => {
+  // A receiver that refuses until told otherwise, and one attempt: every
+  // delivery parks.
+  let accepting = false;
+  const taken = [];
+  const receiver = createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => (body += chunk));
+    request.on("end", () => {
+      if (accepting) taken.push(JSON.parse(body));
+      response.writeHead(accepting ? 200 : 500).end();
+    });
+  });
+  await new Promise((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+  const subscribed = await call("POST", "/v1/subscriptions", { name: "lineage", url, events: ["table.published"], max_attempts: 1 });
+  assert.equal(subscribed.status, 201, JSON.stringify(subscribed.body));
+  const submitted = await call("POST", "/v1/jobs", {
+    name: "announced", mode: "batch",
+    hooks: [{ kind: "create_table_as", target: { catalog: "wh", table: "announced" },
+              table: { columns: [{ name: "id", type: "BIGINT" }], options: { format: "csv" } } }],
+  });
+  assert.equal(submitted.status, 201, JSON.stringify(submitted.body));
+  await call("PUT", `/v1/jobs/${submitted.body.id}/status`, { status: "CREATED" });
+  await call("PUT", `/v1/jobs/${submitted.body.id}/status`, { status: "FINISHED" });
+
+  const { page, context, errors } = await open("/ui/events");
+  await signIn(page, ADMIN);
+  await page.getByRole("link", { name: "lineage" }).click();
+  await page.getByRole("heading", { name: "subscription lineage" }).waitFor(LIVE);
+  await page.getByRole("button", { name: "parked" }).click();
+  const row = page.locator("tr", { hasText: "table.published" });
+  await row.getByText("the receiver answered 500").waitFor(LIVE);
+  await shot(page, "subscription-parked");
+
+  accepting = true;
+  await row.getByRole("button", { name: "Redeliver" }).click();
+  await page.getByRole("button", { name: "delivered" }).click();
+  await page.locator("tr", { hasText: "table.published" }).getByText("delivered").waitFor(LIVE);
+  assert.equal(taken.length, 1, "the receiver took it once");
+  assert.equal(taken[0].type, "table.published");
+  assert.equal(taken[0].job.id, submitted.body.id);
+  assert.deepEqual(errors, []);
+  await context.close();
+  receiver.close();
 });
 
 test("a catalog altered through its form; in use, it cannot be dropped: the refusal is shown in the confirmation", async () => {

@@ -2,7 +2,7 @@
 //! request helpers. One file per concern: `app` (a server in this process
 //! and its replies), `databases` (PostgreSQL, MariaDB and SQLite made per
 //! test), `processes` (`ctasd serve` as a child), `proxy` (a TCP proxy a
-//! test can cut), `stand_in_flink` (a Flink REST endpoint whose answers
+//! test can cut), `receiver` (a webhook receiver), `stand_in_flink` (a Flink REST endpoint whose answers
 //! a test sets).
 
 mod app;
@@ -10,6 +10,7 @@ mod databases;
 pub mod flink;
 mod processes;
 mod proxy;
+mod receiver;
 mod stand_in_flink;
 
 pub use app::{Reply, Submitted, TestApp};
@@ -19,6 +20,7 @@ pub use databases::{
 };
 pub use processes::ServerProcess;
 pub use proxy::TcpProxy;
+pub use receiver::Receiver;
 pub use stand_in_flink::{FlinkRun, StandInFlink};
 
 /// The password every test registers; it must never appear anywhere else.
