@@ -10,11 +10,14 @@
 /// HTTP only: one file per resource, problem+json errors, the OpenAPI document.
 pub mod api;
 /// The loops beside the requests: resuming due actions, watching engines,
-/// purging ended jobs.
+/// delivering events, purging ended jobs.
 pub mod background;
 /// The external systems that hold tables: the `Catalog` trait, the one list of
 /// catalog types, the live cache.
 pub mod catalog;
+/// The client command line (`ctasd jobs list`, ...): ctasd's HTTP API from a
+/// terminal, knowing nothing of the rest.
+pub mod client;
 /// Settings from flags and `CTASD_*` variables, with secrets that never print.
 pub mod config;
 /// Pure types and rules, no I/O: names, catalog options and their sensitivity.

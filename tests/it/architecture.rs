@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// `engine` → `domain`; `server` wires everything together.
 const MAY_USE: &[(&str, &[&str])] = &[
     ("domain", &[]),
+    ("client", &[]),
     ("fault", &[]),
     ("metrics", &[]),
     ("config", &["fault"]),

@@ -451,3 +451,25 @@ async fn the_filesystem_write_location_is_a_file_uri_with_the_tables_connector_o
     );
     assert!(statement.contains("'format' = 'csv'"), "{statement}");
 }
+
+#[tokio::test]
+async fn a_filesystem_table_that_names_no_format_gets_a_sink_flink_accepts_in_csv() {
+    let app = TestApp::spawn().await;
+    let warehouse = app.scratch("warehouse");
+    app.register(
+        "c",
+        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
+    )
+    .await;
+    let table = json!({"columns": [{"name": "id", "type": "BIGINT NOT NULL"}]});
+    let job = submit(&app, "batch", "create_table_as", "db", "plain", table).await;
+
+    let location = &job["hooks"][0]["write_location"];
+    assert_eq!(location["sink_options"]["format"], "csv", "{location}");
+    let statement = location["sink_statement"].as_str().unwrap();
+    assert!(statement.contains("'format' = 'csv'"), "{statement}");
+    assert!(
+        statement.contains("'connector' = 'filesystem'"),
+        "{statement}"
+    );
+}

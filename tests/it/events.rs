@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Receiver, TestApp, TestPostgres, sqlite_database};
+use crate::helpers::{Receiver, SECRET, TestApp, TestPostgres, sqlite_database};
 
 /// A SQLite catalog `lite` in a scratch directory of the app.
 async fn lite_catalog(app: &TestApp) -> std::path::PathBuf {
     let dir = app.scratch("lite");
     sqlite_database(&dir, "main", "SELECT 1").await;
     let options = json!({"type": "jdbc", "base-url": format!("jdbc:sqlite:{}", dir.display()),
-                         "default-database": "main"});
+                         "default-database": "main", "username": "someone", "password": SECRET});
     assert_eq!(app.register("lite", options).await.status, 201);
     dir
 }
@@ -116,6 +116,10 @@ async fn a_receiver_gets_what_it_subscribed_to_in_order_and_signed(app: TestApp)
         );
         assert!((now - request.timestamp).abs() < 60, "{request:?}");
         assert_eq!(request.json()["job"]["id"], id.as_str());
+        assert!(
+            !request.body.contains(SECRET),
+            "an event carries the catalog's password"
+        );
     }
     let published = taken[4].json();
     assert_eq!(published["data"]["outcome"], "committed", "{published}");

@@ -6,7 +6,7 @@
 // table in the catalog's browse view and on disk. Chromium resolves no host
 // but loopback, and every request the pages make is checked to go to ctasd.
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -174,6 +174,10 @@ test("a batch job followed live from CREATED to FINISHED, its table then in brow
   }
   await page.locator(".status-line", { hasText: "settled" }).waitFor(LIVE);
   await page.locator("tr[data-action]", { hasText: "committed" }).waitFor(LIVE);
+  await page.locator(".status-line .headline", { hasText: "Finished, published" }).waitFor(LIVE);
+  // The staging became the table: its write location is marked gone, its sink statement no longer offered.
+  await page.locator(".write-location h4", { hasText: "gone: published as the table" }).waitFor(LIVE);
+  assert.equal(await page.getByRole("button", { name: /^Copy the sink statement/ }).count(), 0);
   assert.equal(await page.evaluate(() => window.__sameDocument), true, "the page was not reloaded");
   assert.equal(navigations, 0, "the page did not navigate");
   await shot(page, "job-finished");
@@ -262,6 +266,9 @@ test("an operator retries a failed commit and gives it up from the job's page", 
   await signIn(page, ADMIN);
   const commit = page.locator("tr[data-action]", { hasText: "commit" });
   await commit.waitFor(LIVE);
+  // What happened, in words, and why first.
+  await page.locator(".status-line .headline", { hasText: "Finished, not published" }).waitFor(LIVE);
+  await page.locator(".notice-bad strong", { hasText: "Why nothing was published" }).waitFor(LIVE);
   const attempts = async () => Number(await commit.locator("td").nth(5).innerText());
   const before = await attempts();
   await page.getByRole("button", { name: /^Retry action/ }).click();
@@ -292,6 +299,35 @@ test("an operator retries a failed commit and gives it up from the job's page", 
   await asReader.page.locator("tr[data-action]", { hasText: "commit" }).waitFor(LIVE);
   assert.equal(await asReader.page.getByRole("button", { name: /^(Retry|Give up) action/ }).count(), 0);
   await asReader.context.close();
+});
+
+test("a commit whose staging was discarded offers no retry, says why, and marks its write location gone", async () => {
+  const submitted = await call("POST", "/v1/jobs", {
+    name: "clashing totals", mode: "batch",
+    hooks: [{ kind: "create_table_as", target: { catalog: "wh", table: "clashing_totals" },
+              table: { columns: [{ name: "n", type: "INT" }], options: { format: "csv" } } }],
+  });
+  assert.equal(submitted.status, 201, JSON.stringify(submitted.body));
+  const job = submitted.body;
+  await call("PUT", `/v1/jobs/${job.id}/status`, { status: "CREATED" });
+  // Someone else makes a table of that name first: the commit cannot publish, and discards its staging.
+  mkdirSync(join(WAREHOUSE, "default", "clashing_totals"));
+  writeFileSync(join(WAREHOUSE, "default", "clashing_totals", "theirs.csv"), "1\n");
+  await call("PUT", `/v1/jobs/${job.id}/status`, { status: "FINISHED" });
+  const after = await call("GET", `/v1/jobs/${job.id}`);
+  const commit = after.body.actions.find((a) => a.action === "commit");
+  assert.equal(commit.outcome, "discarded", JSON.stringify(commit));
+
+  const { page, context, errors } = await open(`/ui/jobs/${job.id}`);
+  await signIn(page, ADMIN);
+  const row = page.locator("tr[data-action]", { hasText: "discarded" });
+  await row.getByText("No retry: its staging was discarded").waitFor(LIVE);
+  assert.equal(await row.getByRole("button", { name: /^Retry action/ }).count(), 0);
+  await page.locator(".status-line .headline", { hasText: "Finished, not published" }).waitFor(LIVE);
+  await page.locator(".write-location h4", { hasText: "gone: discarded" }).waitFor(LIVE);
+  await shot(page, "job-discarded");
+  assert.deepEqual(errors, []);
+  await context.close();
 });
 
 test("a failed audit holds a table back: the job's page shows why, and an operator publishes it anyway", async () => {
@@ -366,17 +402,18 @@ test("an operator sees subscriptions and their deliveries, and sends a parked on
   await page.getByRole("link", { name: "lineage" }).click();
   await page.getByRole("heading", { name: "subscription lineage" }).waitFor(LIVE);
   await page.getByRole("button", { name: "parked" }).click();
-  const row = page.locator("tr", { hasText: "table.published" });
+  // This job's delivery (another job's table may have been published just before).
+  const ofJob = { has: page.locator(`a[href$="/jobs/${submitted.body.id}"]`) };
+  const row = page.locator("tr", { hasText: "table.published", ...ofJob });
   await row.getByText("the receiver answered 500").waitFor(LIVE);
   await shot(page, "subscription-parked");
 
   accepting = true;
   await row.getByRole("button", { name: "Redeliver" }).click();
   await page.getByRole("button", { name: "delivered" }).click();
-  await page.locator("tr", { hasText: "table.published" }).getByText("delivered").waitFor(LIVE);
-  assert.equal(taken.length, 1, "the receiver took it once");
-  assert.equal(taken[0].type, "table.published");
-  assert.equal(taken[0].job.id, submitted.body.id);
+  await page.locator("tr", { hasText: "table.published", ...ofJob }).getByText("delivered").waitFor(LIVE);
+  assert.equal(taken.filter((e) => e.job.id === submitted.body.id).length, 1, "the receiver took it once");
+  assert.ok(taken.every((e) => e.type === "table.published"));
   assert.deepEqual(errors, []);
   await context.close();
   receiver.close();

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use super::Failure;
 use super::beneath::{Dir, Kind};
 use super::table::Table;
+use super::table_format;
 use crate::catalog::{Staging, staging_missing};
 use crate::domain::audit::{Audit, Observed};
 
@@ -32,7 +33,7 @@ impl Table {
             .filter(|c| c.is_physical())
             .map(|c| c.name.clone())
             .collect();
-        let format = staging.definition.options.get("format").map(String::as_str);
+        let format = Some(table_format(&staging.definition));
         let rows = match read_rows(&self.db.open_dir(&self.staging)?, &columns, format)? {
             Ok(rows) => rows,
             Err(refusal) => {

@@ -84,7 +84,9 @@ impl CatalogFactory for FilesystemCatalogFactory {
     }
 
     /// The directory, and Flink's filesystem connector writing there: the
-    /// path as a `file://` URI, the table's options (its `format`) kept.
+    /// path as a `file://` URI, the table's options (its `format`) kept, and
+    /// [`DEFAULT_FORMAT`] for a table that names none (Flink's connector
+    /// refuses a sink without one).
     fn write_location(
         &self,
         options: &CatalogOptions,
@@ -99,10 +101,13 @@ impl CatalogFactory for FilesystemCatalogFactory {
         let path = Path::new(options.get("path").unwrap_or_default())
             .join(&staging.database)
             .join(&name);
-        let connector = std::collections::BTreeMap::from([
+        let mut connector = std::collections::BTreeMap::from([
             ("connector".to_owned(), "filesystem".to_owned()),
             ("path".to_owned(), file_uri(&path)),
         ]);
+        if !staging.definition.options.contains_key("format") {
+            connector.insert("format".to_owned(), DEFAULT_FORMAT.to_owned());
+        }
         WriteLocation {
             path: Some(path.display().to_string()),
             ..crate::catalog::sink::write_location(

@@ -65,6 +65,19 @@ const OWN_FILE_PREFIX: &str = "_ctasd_";
 /// Longest file name on the file systems ctasd runs on (`NAME_MAX`), in bytes.
 const MAX_NAME_BYTES: usize = 255;
 
+/// The data files' format of a table whose options name none: Flink's
+/// filesystem connector needs one, so its sink gets this, and audits
+/// read its files so.
+pub const DEFAULT_FORMAT: &str = "csv";
+
+/// The format a table's data files are written in.
+pub fn table_format(definition: &TableDefinition) -> &str {
+    definition
+        .options
+        .get("format")
+        .map_or(DEFAULT_FORMAT, String::as_str)
+}
+
 pub struct FilesystemCatalog {
     /// The warehouse's path, for messages and write locations.
     root: PathBuf,

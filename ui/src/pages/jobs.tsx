@@ -23,6 +23,30 @@ export function Settlement({ value }: { value: Schemas["Settlement"] }) {
   return <Tone tone={SETTLEMENT_TONE[value]}>{value.replace("_", " ")}</Tone>;
 }
 
+/** What happened to the job, in a user's words: its status and whether its tables were published. */
+export function headline(job: Job): string {
+  const ended = { FINISHED: "Finished", FAILED: "Failed", CANCELED: "Cancelled" } as Record<string, string>;
+  const end = ended[job.status];
+  if (!end) return job.status.charAt(0) + job.status.slice(1).toLowerCase();
+  if (job.mode === "streaming") {
+    return job.settlement === "failed" ? `${end}, its table not created` : `${end}; its table stays`;
+  }
+  switch (job.settlement) {
+    case "quarantined": return `${end}, held back by its audits`;
+    case "in_progress": return job.status === "FINISHED" ? `${end}, publishing` : `${end}, cleaning up`;
+    case "failed": return job.status === "FINISHED" ? `${end}, not published` : `${end}, staging not cleaned up`;
+    default: return job.status === "FINISHED" ? `${end}, published` : `${end}, nothing published`;
+  }
+}
+
+/** What became of a hook's staging: published, discarded, or still there (`undefined`). */
+function stagingFate(job: Job, hook: number): string | undefined {
+  const done = job.actions.filter((a) => a.hook === hook && (a.state === "done" || a.outcome === "discarded" || a.outcome === "vetoed"));
+  if (done.some((a) => a.action === "commit" && a.state === "done")) return "published as the table";
+  if (done.some((a) => a.action === "abort" || a.outcome === "discarded" || a.outcome === "vetoed")) return "discarded";
+  return undefined;
+}
+
 function targetName(t: Schemas["HookTarget"]): string {
   return `${t.catalog}.${t.database}.${t.table}`;
 }
@@ -182,17 +206,18 @@ export function JobPage({ id }: { id: string }) {
       <div class="page-head">
         <h1><span class="muted">job</span> {job.name || job.id}</h1>
         <p class="status-line" aria-live="polite">
+          <strong class="headline">{headline(job)}</strong>{" "}
           <span class="visually-hidden">Status: </span><StatusBadge status={job.status} /> <Settlement value={job.settlement} />
         </p>
       </div>
       <ProblemNotice problem={loaded.problem} title="Live updates paused" />
-      {job.failure && <div class="notice notice-bad"><strong>Why the job failed</strong><p class="pre-line">{job.failure}</p></div>}
       {job.failures.length > 0 && (
         <div class="notice notice-bad">
-          <strong>Actions that failed</strong>
+          <strong>{job.status === "FINISHED" ? "Why nothing was published" : "Actions that failed"}</strong>
           {job.failures.map((f) => <p key={f.action_id}>Hook {f.hook}, {f.action} (action {f.action_id}): {f.error}</p>)}
         </div>
       )}
+      {job.failure && <div class="notice notice-bad"><strong>Why the job failed</strong><p class="pre-line">{job.failure}</p></div>}
       {job.quarantined_until && <Quarantine job={job} onDecided={loaded.reload} />}
       <dl class="facts">
         <dt>Id</dt><dd><code>{job.id}</code> <CopyButton text={job.id} label="Copy the job id" /></dd>
@@ -214,7 +239,7 @@ export function JobPage({ id }: { id: string }) {
         </div>
         <div>
           <h2>Hooks</h2>
-          {job.hooks.map((hook) => <HookCard key={hook.index} hook={hook} />)}
+          {job.hooks.map((hook) => <HookCard key={hook.index} hook={hook} job={job} />)}
         </div>
       </div>
       <h2>Actions</h2>
@@ -271,8 +296,9 @@ function Timeline({ events }: { events: JobEvent[] }) {
   );
 }
 
-function HookCard({ hook }: { hook: Job["hooks"][number] }) {
+function HookCard({ hook, job }: { hook: Job["hooks"][number]; job: Job }) {
   const location = hook.write_location;
+  const gone = stagingFate(job, hook.index);
   return (
     <article class="card" aria-label={`Hook ${hook.index}`}>
       <h3>
@@ -293,14 +319,14 @@ function HookCard({ hook }: { hook: Job["hooks"][number] }) {
       {hook.audits.length > 0 && <Audits hook={hook} />}
       {location && (
         <div class="write-location">
-          <h4>Write location</h4>
-          <dl class="facts small">
+          <h4>Write location{gone && <> <Tone tone="muted">gone: {gone}</Tone></>}</h4>
+          <dl class={`facts small${gone ? " gone" : ""}`}>
             <dt>Kind</dt><dd>{location.kind}</dd>
             <dt>Name</dt><dd><code>{location.name}</code></dd>
             {location.url && <><dt>URL</dt><dd><code>{location.url}</code></dd></>}
             {location.path && <><dt>Path</dt><dd><code>{location.path}</code></dd></>}
           </dl>
-          {location.sink_statement && (
+          {location.sink_statement && !gone && (
             <div class="copyable">
               <div class="copyable-head">
                 <span class="small">Sink statement for Flink SQL</span>
@@ -438,11 +464,13 @@ function Actions({ job, onSettled }: { job: Job; onSettled: () => Promise<void> 
                     <td class="nowrap">
                       {stuck && (
                         <>
-                          {retryable && (
+                          {retryable ? (
                             <>
                               <button type="button" class="button small" disabled={busy === a.id} onClick={() => void settle(a.id, "retry")}
                                 aria-label={`Retry action ${a.id}`}>Retry</button>{" "}
                             </>
+                          ) : (
+                            <span class="muted small why-not">No retry: its staging was discarded, nothing is left to publish. </span>
                           )}
                           <button type="button" class="button small danger" disabled={busy === a.id} onClick={() => void settle(a.id, "give-up")}
                             aria-label={`Give up action ${a.id}`}>Give up</button>

@@ -1,7 +1,10 @@
-//! Settings from flags, each also readable from a `CTASD_*` variable.
+//! Settings from flags, each also readable from a `CTASD_*` variable, and
+//! for `serve` from a config file ([`file`]).
 //!
 //! Values that may carry credentials (the database URL, the secret key) are
 //! wrapped in [`SecretString`], so `Debug` and `--help` never print them.
+
+pub mod file;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -139,6 +142,16 @@ pub struct ServeSettings {
     #[arg(long, env = "CTASD_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
 
+    /// A TOML file with any of these settings, named as their flags
+    /// without the dashes; flags and variables win over it.
+    #[arg(long, env = "CTASD_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Print the settings serve would run with (secrets masked), each with
+    /// where it came from, and exit.
+    #[arg(long)]
+    pub print_config: bool,
+
     /// For crash tests only: `<point>:<n>` kills the process with SIGKILL the
     /// n-th time it reaches that crash point (see `crate::fault`).
     #[cfg(feature = "crash-points")]
@@ -165,6 +178,8 @@ impl ServeSettings {
             tokens_file: None,
             tokens: None,
             insecure_no_auth: false,
+            config: None,
+            print_config: false,
             #[cfg(feature = "crash-points")]
             fault_kill_at: None,
         }
