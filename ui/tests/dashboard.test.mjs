@@ -175,6 +175,10 @@ test("a batch job followed live from CREATED to FINISHED, its table then in brow
   await page.locator(".status-line", { hasText: "settled" }).waitFor(LIVE);
   await page.locator("tr[data-action]", { hasText: "committed" }).waitFor(LIVE);
   await page.locator(".status-line .headline", { hasText: "Finished, published" }).waitFor(LIVE);
+  // Durations as Flink's web UI writes them: the job's, each status's, each action's.
+  assert.match(await page.locator("[data-duration]").textContent(), /^\d+( ms|s|m \d+s)$/);
+  await page.locator(".timeline-status .lasted", { hasText: "lasted" }).first().waitFor(LIVE);
+  assert.match(await page.locator("tr[data-action] [data-took]").first().textContent(), /^\d+( ms|s)$/);
   // The staging became the table: its write location is marked gone, its sink statement no longer offered.
   await page.locator(".write-location h4", { hasText: "gone: published as the table" }).waitFor(LIVE);
   assert.equal(await page.getByRole("button", { name: /^Copy the sink statement/ }).count(), 0);
@@ -217,6 +221,15 @@ test("jobs list: newest first, filtered by status, searched by name or id, paged
   await signIn(page, ADMIN);
   const firstRow = page.locator("tr[data-job]").first();
   await firstRow.waitFor(LIVE);
+  // The overview's charts, drawn from the jobs themselves: the 27 just
+  // submitted count in the last hour's bar; the batch job published earlier
+  // has its time from FINISHED to published.
+  const perHour = page.locator('figure[data-chart="jobs-per-hour"]');
+  await perHour.locator("rect.bar-running").last().waitFor(LIVE);
+  const running = await perHour.locator("rect.bar-running title").last().textContent();
+  assert.ok(Number(running.split(" ")[0]) >= 27, running);
+  const publishing = page.locator('figure[data-chart="publish-times"] figcaption');
+  assert.match(await publishing.textContent(), /FINISHED to published, last \d+ batch jobs \(median \d+( ms|s|m \d+s)\)/);
   assert.equal(await firstRow.getAttribute("data-job"), ids[26], "newest first");
   assert.equal(await page.locator("tr[data-job]").count(), 25);
 

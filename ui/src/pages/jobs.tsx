@@ -5,6 +5,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiProblem, type Job, type JobEvent, type JobStatus, type Schemas, unwrap } from "../api";
 import { CopyButton, Empty, Link, Loading, ProblemNotice, ShortId, StatusBadge, Time, Tone } from "../components";
+import { between, duration, JobCharts } from "../charts";
 import { usePoll } from "../poll";
 import { navigate, useLocation } from "../router";
 import { useCan } from "../session";
@@ -127,6 +128,7 @@ export function JobList() {
   return (
     <section>
       <div class="page-head"><h1>Jobs</h1></div>
+      {!filtered && pages.length === 1 && <JobCharts />}
       <form class="filters" role="search" onSubmit={(e) => { e.preventDefault(); setFilter("search", typed); }}>
         <div class="field">
           <label for="job-status">Status</label>
@@ -224,6 +226,7 @@ export function JobPage({ id }: { id: string }) {
         <dt>Mode</dt><dd>{job.mode}</dd>
         <dt>Submitted</dt><dd><Time at={job.created_at} /></dd>
         <dt>Changed</dt><dd><Time at={job.updated_at} /></dd>
+        <dt>Duration</dt><dd data-duration>{duration(jobDuration(job, events))}</dd>
         {job.engine && <><dt>Engine</dt><dd><code>{job.engine}</code>{job.engine_job_id && <> job <code>{job.engine_job_id}</code></>}</dd></>}
         {!job.engine && job.engine_job_id && <><dt>Engine's id</dt><dd><code>{job.engine_job_id}</code></dd></>}
         {job.watch?.note && <><dt>Watcher</dt><dd>{job.watch.note}</dd></>}
@@ -234,7 +237,7 @@ export function JobPage({ id }: { id: string }) {
           {foldedRestarts > 0 && (
             <p class="muted small">{foldedRestarts} earlier restart{foldedRestarts === 1 ? "" : "s"} left out: the latest are shown.</p>
           )}
-          <Timeline events={events} />
+          <Timeline events={events} running={!["FINISHED", "FAILED", "CANCELED"].includes(job.status)} />
           {more && <p class="muted small">The first {events.length} events are shown.</p>}
         </div>
         <div>
@@ -254,20 +257,47 @@ export function JobPage({ id }: { id: string }) {
   );
 }
 
-function Timeline({ events }: { events: JobEvent[] }) {
+/** When each status event's status ended: the next status's time (none for the last). */
+function statusEnds(events: JobEvent[]): Map<number, string> {
+  const ends = new Map<number, string>();
+  let last: number | undefined;
+  events.forEach((event, i) => {
+    if (event.kind !== "status") return;
+    const at = event.engine_at ?? event.at;
+    if (last !== undefined) ends.set(last, at);
+    last = i;
+  });
+  return ends;
+}
+
+/** The job's run time: from submission to its last status if it ended, else until now. */
+function jobDuration(job: Job, events: JobEvent[]): number {
+  const ended = ["FINISHED", "FAILED", "CANCELED"].includes(job.status);
+  const statuses = events.filter((e) => e.kind === "status");
+  const last = statuses[statuses.length - 1];
+  const end = ended && last?.kind === "status" ? last.engine_at ?? last.at : undefined;
+  return between(job.created_at, end);
+}
+
+function Timeline({ events, running }: { events: JobEvent[]; running: boolean }) {
   if (events.length === 0) return <p class="muted">Nothing has happened yet.</p>;
+  const ends = statusEnds(events);
   return (
     <ol class="timeline" aria-label="What happened, oldest first">
       {events.map((event, i) => {
         switch (event.kind) {
-          case "status":
+          case "status": {
+            const end = ends.get(i);
+            const lasted = end !== undefined || running ? duration(between(event.engine_at ?? event.at, end)) : undefined;
             return (
               <li key={i} class="timeline-status" data-event-status={event.to}>
                 <StatusBadge status={event.to} /> <Time at={event.engine_at ?? event.at} />
+                {lasted && <span class="muted small lasted"> · {end === undefined ? "for" : "lasted"} {lasted}</span>}
                 {event.inferred && <span class="muted small"> passed over (a later status was reported)</span>}
                 {event.failure && <p class="pre-line small">{event.failure}</p>}
               </li>
             );
+          }
           case "action":
             return (
               <li key={i} class="timeline-action small">
@@ -439,7 +469,7 @@ function Actions({ job, onSettled }: { job: Job; onSettled: () => Promise<void> 
           <thead>
             <tr>
               <th scope="col">#</th><th scope="col">Hook</th><th scope="col">Action</th><th scope="col">On</th>
-              <th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Result</th><th scope="col">Error</th>
+              <th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Took</th><th scope="col">Result</th><th scope="col">Error</th>
               {canOperate && <th scope="col"><span class="visually-hidden">Operator</span></th>}
             </tr>
           </thead>
@@ -458,6 +488,7 @@ function Actions({ job, onSettled }: { job: Job; onSettled: () => Promise<void> 
                   <td><StatusBadge status={a.trigger} /></td>
                   <td><Tone tone={a.state === "done" ? "good" : a.state === "failed" ? "bad" : "active"}>{a.in_progress ? "running" : a.state}</Tone></td>
                   <td>{a.attempts}</td>
+                  <td class="nowrap" data-took>{a.state === "pending" ? <span class="muted">—</span> : duration(between(a.created_at, a.updated_at))}</td>
                   <td>{a.outcome ?? <span class="muted">—</span>}</td>
                   <td class="pre-line small">{a.last_error ?? ""}</td>
                   {canOperate && (
