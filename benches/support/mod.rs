@@ -105,6 +105,11 @@ impl Server {
         panic!("ctasd did not become ready at {}", server.base);
     }
 
+    /// The data directory (the embedded store is `ctasd.db` there).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._data_dir.path()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
