@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use table::{Table, field, short_time};
+use table::{Table, facts, field, short_time};
 
 /// How to reach the server, shared by every client command.
 #[derive(Debug, Clone, clap::Args)]
@@ -194,13 +194,12 @@ async fn run_request(connection: &Connection, request: Request) -> Result<String
             for (key, value) in catalog["options"].as_object().into_iter().flatten() {
                 table.row([key.clone(), field(value)]);
             }
-            format!(
-                "name     {}\ntype     {}\ncomment  {}\n\n{}",
-                field(&catalog["name"]),
-                field(&catalog["type"]),
-                field(&catalog["comment"]),
-                table.render()
-            )
+            let about = facts(&[
+                ("name", field(&catalog["name"])),
+                ("type", field(&catalog["type"])),
+                ("comment", field(&catalog["comment"])),
+            ]);
+            format!("{about}\n{}", table.render())
         }
         Request::Engines(Engines::List) => {
             let page = client
@@ -285,18 +284,18 @@ fn job_table(jobs: &Value) -> String {
 }
 
 fn job_details(job: &Value) -> String {
-    let mut out = format!(
-        "id          {}\nname        {}\nmode        {}\nstatus      {}\nsettlement  {}\ncreated     {}\n",
-        field(&job["id"]),
-        field(&job["name"]),
-        field(&job["mode"]),
-        field(&job["status"]),
-        field(&job["settlement"]),
-        short_time(&job["created_at"]),
-    );
+    let mut fields = vec![
+        ("id", field(&job["id"])),
+        ("name", field(&job["name"])),
+        ("mode", field(&job["mode"])),
+        ("status", field(&job["status"])),
+        ("settlement", field(&job["settlement"])),
+        ("created", short_time(&job["created_at"])),
+    ];
     if let Some(failure) = job["failure"].as_str() {
-        out.push_str(&format!("failure     {failure}\n"));
+        fields.push(("failure", failure.to_owned()));
     }
+    let out = facts(&fields);
     let mut hooks = Table::new(["HOOK", "KIND", "TARGET", "WRITES TO"]);
     for hook in job["hooks"].as_array().into_iter().flatten() {
         let target = &hook["target"];

@@ -52,6 +52,19 @@ impl Table {
     }
 }
 
+/// Labelled values, one a line, the values aligned: a single item's fields.
+pub fn facts(pairs: &[(&str, String)]) -> String {
+    let width = pairs
+        .iter()
+        .map(|(label, _)| label.len())
+        .max()
+        .unwrap_or(0);
+    pairs
+        .iter()
+        .map(|(label, value)| format!("{label:<width$}  {}\n", value.replace(['\n', '\r'], " ")))
+        .collect()
+}
+
 /// A JSON value as a cell: text as it is, `-` for null or absent.
 pub fn field(value: &Value) -> String {
     match value {
