@@ -342,6 +342,10 @@ async fn audits_that_cannot_hold_are_refused_at_submission_naming_the_audit() {
                 "does not parse",
             ),
             (
+                json!([{"kind": "sql", "name": "copies", "query": "SELECT * INTO copied FROM {{ staging }}"}]),
+                "audit sql(copies)",
+            ),
+            (
                 json!([{"kind": "row_count_change", "max_ratio": 2}]),
                 "replace",
             ),
@@ -412,7 +416,8 @@ async fn an_audit_query_that_writes_or_runs_too_long_fails_its_audit_and_changes
     run(&world, "CREATE SEQUENCE audit_counter").await;
     let audits = json!([
         {"kind": "sql", "name": "writes", "query": "SELECT nextval('audit_counter') > 0 FROM {{ staging }}"},
-        {"kind": "sql", "name": "sleeps", "query": "SELECT pg_sleep(60) IS NOT NULL FROM {{ staging }}"}
+        {"kind": "sql", "name": "sleeps", "query": "SELECT pg_sleep(60) IS NOT NULL FROM {{ staging }}"},
+        {"kind": "sql", "name": "reads", "query": "SELECT current_user || ':' || version() FROM {{ staging }}"}
     ]);
     let job = orders_job("create_table_as", &database, audits, json!({}));
 
@@ -435,6 +440,10 @@ async fn an_audit_query_that_writes_or_runs_too_long_fails_its_audit_and_changes
             .contains("stopped after"),
         "{results}"
     );
+    // What a query read stays in the database: the job says only whether
+    // the answer was true.
+    assert_eq!(results[2]["passed"], false, "{results}");
+    assert_eq!(results[2]["observed"], "not a truth value", "{results}");
     assert_eq!(commit_of(&finished["job"])["outcome"], "quarantined");
     assert_eq!(world.ids("orders").await, None);
     if let World::Postgres(pg) = &world {
@@ -448,7 +457,7 @@ async fn an_audit_query_that_writes_or_runs_too_long_fails_its_audit_and_changes
     assert!(
         metrics
             .text
-            .contains("ctasd_audits_total{result=\"failed\"} 2"),
+            .contains("ctasd_audits_total{result=\"failed\"} 3"),
         "{}",
         metrics.text
     );
@@ -496,6 +505,17 @@ async fn a_warehouse_staging_is_audited_from_its_csv_and_json_data_files() {
             std::fs::write(format!("{staging}/part-0.{format}"), rows).unwrap();
             // An engine's own file, skipped as engines skip it.
             std::fs::write(format!("{staging}/_SUCCESS"), "not a row").unwrap();
+            // A link planted among the data files, to rows outside the
+            // warehouse: not followed, so not counted, and nothing read there.
+            let outside = root.path().join(format!("outside-{table}.{format}"));
+            let outside_rows = match format {
+                "csv" => "7,\n7,\n7,\n",
+                _ => "{\"id\": 7, \"note\": null}\n{\"id\": 7, \"note\": null}\n",
+            };
+            std::fs::write(&outside, outside_rows).unwrap();
+            if !passes {
+                std::os::unix::fs::symlink(&outside, format!("{staging}/part-9.{format}")).unwrap();
+            }
             let finished = app.put_status(&id, "FINISHED").await;
             let results = &finished.body["job"]["hooks"][0]["audit_results"];
             let published = root.path().join("db").join(&table);
@@ -522,6 +542,7 @@ async fn a_warehouse_staging_is_audited_from_its_csv_and_json_data_files() {
                     .map(|r| r["observed"].as_str().unwrap())
                     .collect();
                 assert_eq!(observed, ["3", "1", "1", "1"], "{format}: {results}");
+                assert_eq!(std::fs::read_to_string(&outside).unwrap(), outside_rows);
                 assert!(!published.exists(), "{format}: readers see no table");
                 assert!(
                     std::path::Path::new(&staging).exists(),
@@ -704,4 +725,37 @@ async fn killed_during_an_audit_the_server_publishes_or_vetoes_exactly_once_afte
     figure(&format!(
         "audits crash: {trials} trials killed at an audit ({audits} per job), each published or vetoed once"
     ));
+}
+
+#[tokio::test]
+async fn hostile_values_and_names_in_audits_reach_sql_only_as_quoted_text() {
+    for (world, options, database) in sql_worlds().await {
+        let app = TestApp::spawn().await;
+        app.register("c", options).await;
+        world.create_old("victim").await;
+        let hostile = "n1'); DROP TABLE victim; --";
+        let mut job = orders_job(
+            "create_table_as",
+            &database,
+            json!([{"kind": "accepted_values", "column": "we\"ird`col", "values": ["n1", hostile]},
+                   {"kind": "not_null", "columns": ["we\"ird`col"]}]),
+            json!({"on_audit_failure": "abort"}),
+        );
+        job["hooks"][0]["table"]["columns"][1]["name"] = json!("we\"ird`col");
+        let label = world.label();
+
+        let (_, finished) = run_job(&app, &world, &job, &[1, 2, 3]).await;
+
+        let results = &finished["job"]["hooks"][0]["audit_results"];
+        assert_eq!(
+            results[0]["observed"], "2",
+            "{label}: n2 and n3 are outside: {finished}"
+        );
+        assert_eq!(results[1]["observed"], "0", "{label}: {results}");
+        assert_eq!(
+            world.ids("victim").await,
+            Some(vec![999]),
+            "{label}: the other table stays"
+        );
+    }
 }

@@ -33,7 +33,7 @@ impl Table {
             .filter(|c| c.is_physical())
             .map(|c| c.name.clone())
             .collect();
-        let format = Some(table_format(&staging.definition));
+        let format = table_format(&staging.definition);
         let rows = match read_rows(&self.db.open_dir(&self.staging)?, &columns, format)? {
             Ok(rows) => rows,
             Err(refusal) => {
@@ -59,7 +59,7 @@ impl Table {
         &self,
         staged: usize,
         columns: &[String],
-        format: Option<&str>,
+        format: &str,
     ) -> Result<Observed, Failure> {
         if self.db.kind(&self.target)? != Kind::Directory {
             return Ok(Observed::Ratio(None));
@@ -124,7 +124,7 @@ fn observe(audit: &Audit, columns: &[String], rows: &[Row]) -> Observed {
 fn read_rows(
     dir: &Dir,
     columns: &[String],
-    format: Option<&str>,
+    format: &str,
 ) -> Result<Result<Vec<Row>, String>, Failure> {
     let mut rows = Vec::new();
     let mut names: Vec<String> = dir
@@ -138,12 +138,11 @@ fn read_rows(
     for name in names {
         let bytes = dir.read(&name)?;
         let read = match format {
-            Some("csv") => csv_rows(&bytes, columns.len()),
-            Some("json") => json_rows(&bytes, columns),
-            Some(other) => Err(format!(
+            "csv" => csv_rows(&bytes, columns.len()),
+            "json" => json_rows(&bytes, columns),
+            other => Err(format!(
                 "ctasd reads csv and json data files, not '{other}'"
             )),
-            None => Err("the table names no 'format', so ctasd cannot read its data files".into()),
         };
         match read {
             Ok(mut read) => rows.append(&mut read),

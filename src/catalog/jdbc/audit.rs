@@ -3,7 +3,9 @@
 //! stops at its time limit or that tries to write fails its audit; a
 //! system that cannot be reached fails nothing and is tried again.
 
-use sqlparser::ast::Statement;
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{Query, SetExpr, Statement, Visit, Visitor};
 use sqlparser::dialect::{
     Dialect as ParserDialect, MySqlDialect, PostgreSqlDialect, SQLiteDialect,
 };
@@ -36,14 +38,16 @@ impl JdbcCatalog {
                     self.dialect().name()
                 )
             })?;
-            match statements.as_slice() {
-                [Statement::Query(_)] => {}
-                _ => {
-                    return Err(format!(
-                        "audit sql({name}): the query must be one SELECT, which reads and writes nothing"
-                    ));
-                }
-            }
+            let one_select = match statements.as_slice() {
+                [statement @ Statement::Query(_)] => reads_only(statement),
+                _ => Err("it is not one query".to_owned()),
+            };
+            one_select.map_err(|why| {
+                format!(
+                    "audit sql({name}): the query must be one SELECT, which reads and writes \
+                     nothing ({why})"
+                )
+            })?;
         }
         Ok(())
     }
@@ -111,7 +115,7 @@ impl JdbcCatalog {
             Err(refusal) => return Ok(Observed::Refused(refusal)),
         };
         Ok(match audit {
-            Audit::Sql { .. } => Observed::Answer(answer.is_true(), answer.describe()),
+            Audit::Sql { .. } => Observed::Answer(answer.is_true(), answer.truth()),
             _ => match answer.count() {
                 Some(count) => Observed::Count(count),
                 None => Observed::Refused(format!("the count read as {}", answer.describe())),
@@ -166,5 +170,64 @@ impl JdbcCatalog {
                 other => Err(other),
             },
         }
+    }
+}
+
+/// Whether a query only reads: no statement nested in it (a `WITH` that
+/// deletes, say) and no `SELECT … INTO`, which makes a table. The
+/// read-only transaction refuses these too; here they are refused before
+/// the job is taken.
+fn reads_only(statement: &Statement) -> Result<(), String> {
+    struct Writes;
+    impl Visitor for Writes {
+        type Break = &'static str;
+
+        fn pre_visit_statement(&mut self, statement: &Statement) -> ControlFlow<Self::Break> {
+            match statement {
+                Statement::Query(_) => ControlFlow::Continue(()),
+                _ => ControlFlow::Break("it holds a statement that is not a query"),
+            }
+        }
+
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<Self::Break> {
+            match selects_into(&query.body) {
+                true => ControlFlow::Break("SELECT … INTO makes a table"),
+                false => ControlFlow::Continue(()),
+            }
+        }
+    }
+    match statement.visit(&mut Writes) {
+        ControlFlow::Break(why) => Err(why.to_owned()),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+/// Whether a query's body, or a side of its set operations, is `SELECT … INTO`.
+fn selects_into(body: &SetExpr) -> bool {
+    match body {
+        SetExpr::Select(select) => select.into.is_some(),
+        SetExpr::SetOperation { left, right, .. } => selects_into(left) || selects_into(right),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(sql: &str) -> Result<(), String> {
+        let statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap();
+        reads_only(&statements[0])
+    }
+
+    #[test]
+    fn only_queries_that_read_are_audits() {
+        assert!(read("SELECT COUNT(*) = 0 FROM s WHERE id IN (SELECT id FROM t)").is_ok());
+        assert!(read("WITH x AS (SELECT 1 AS n) SELECT n > 0 FROM x").is_ok());
+        assert!(
+            read("WITH gone AS (DELETE FROM s RETURNING id) SELECT COUNT(*) FROM gone").is_err()
+        );
+        assert!(read("SELECT * INTO copied FROM s").is_err());
+        assert!(read("SELECT 1 FROM s UNION SELECT * INTO copied FROM t").is_err());
     }
 }

@@ -282,6 +282,20 @@ impl Answer {
         }
     }
 
+    /// A `sql` audit's answer, as the job shows it: whether it was true,
+    /// never the value itself. The query reads with the catalog's
+    /// credentials, which a job's submitter may not have; what it read
+    /// stays in the database.
+    pub(crate) fn truth(&self) -> String {
+        match self {
+            _ if self.is_true() => "true".into(),
+            Answer::Null => "no value".into(),
+            Answer::Bool(false) | Answer::Int(0) => "false".into(),
+            _ => "not a truth value".into(),
+        }
+    }
+
+    /// A count as read, for a count that did not read as one.
     pub(crate) fn describe(&self) -> String {
         match self {
             Answer::Int(value) => value.to_string(),
