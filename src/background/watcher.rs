@@ -1,6 +1,7 @@
 //! The watcher: polls every registered engine on its own schedule, one
 //! poll per engine at a time, and stops when told. A reachable engine is
-//! polled every `poll_interval`; an unreachable one ever less often (up to
+//! polled every `poll_interval`, counted from the start of the poll before
+//! (a poll that took longer is followed at once); an unreachable one ever less often (up to
 //! every 30 s) until it answers again; an engine another replica holds is
 //! left to it, and taken over when that replica's lease runs out.
 
@@ -14,17 +15,19 @@ use tokio::time::Instant;
 
 use crate::domain::EngineName;
 use crate::domain::ledger::backoff;
-use crate::service::{Polled, RequestBudget, Services};
+use crate::service::{EngineWatch, Polled, Services};
 
-/// How often the watcher looks for engines that are due.
-const TICK: Duration = Duration::from_millis(100);
+/// How often the watcher looks for engines that are due: a poll starts at
+/// most this late.
+const TICK: Duration = Duration::from_millis(25);
 /// How often the list of engines is read again.
 const RELIST_EVERY: Duration = Duration::from_secs(2);
 
 struct Schedule {
     due: Instant,
     failures: u32,
-    budget: Option<RequestBudget>,
+    /// What this replica keeps of the engine; taken while a poll runs.
+    kept: Option<EngineWatch>,
 }
 
 /// Starts the watcher for this replica; it ends when `stop` turns true.
@@ -35,7 +38,7 @@ pub fn spawn(
     let replica = uuid::Uuid::new_v4().simple().to_string();
     tokio::spawn(async move {
         let mut schedules: HashMap<EngineName, Schedule> = HashMap::new();
-        let mut polls: JoinSet<(EngineName, RequestBudget, Result<Polled, String>)> =
+        let mut polls: JoinSet<(EngineName, EngineWatch, Instant, Result<Polled, String>)> =
             JoinSet::new();
         let mut listed_at: Option<Instant> = None;
         let mut ticks = tokio::time::interval(TICK);
@@ -44,8 +47,8 @@ pub fn spawn(
                 _ = stop.changed() => break,
                 _ = ticks.tick() => {}
                 Some(done) = polls.join_next(), if !polls.is_empty() => {
-                    if let Ok((name, budget, outcome)) = done {
-                        reschedule(&mut schedules, name, budget, outcome);
+                    if let Ok((name, kept, started, outcome)) = done {
+                        reschedule(&mut schedules, name, kept, started, outcome);
                     }
                     continue;
                 }
@@ -61,7 +64,7 @@ pub fn spawn(
                             schedules.entry(name).or_insert_with(|| Schedule {
                                 due: Instant::now(),
                                 failures: 0,
-                                budget: Some(RequestBudget::default()),
+                                kept: Some(EngineWatch::default()),
                             });
                         }
                         listed_at = Some(Instant::now());
@@ -75,16 +78,17 @@ pub fn spawn(
                     continue;
                 }
                 // Taken while the poll runs: the engine is not polled twice at once.
-                let Some(mut budget) = schedule.budget.take() else {
+                let Some(mut kept) = schedule.kept.take() else {
                     continue;
                 };
                 let (services, name, replica) = (services.clone(), name.clone(), replica.clone());
                 polls.spawn(async move {
+                    let started = Instant::now();
                     let outcome = services
-                        .poll_engine(&name, &replica, &mut budget)
+                        .poll_engine(&name, &replica, &mut kept)
                         .await
                         .map_err(|e| e.to_string());
-                    (name, budget, outcome)
+                    (name, kept, started, outcome)
                 });
             }
         }
@@ -96,17 +100,19 @@ pub fn spawn(
 fn reschedule(
     schedules: &mut HashMap<EngineName, Schedule>,
     name: EngineName,
-    budget: RequestBudget,
+    kept: EngineWatch,
+    started: Instant,
     outcome: Result<Polled, String>,
 ) {
     let Some(schedule) = schedules.get_mut(&name) else {
         return;
     };
-    schedule.budget = Some(budget);
+    schedule.kept = Some(kept);
     let wait = match outcome {
         Ok(Polled::Reachable { interval } | Polled::HeldElsewhere { interval }) => {
             schedule.failures = 0;
-            interval
+            schedule.due = started + interval;
+            return;
         }
         Ok(Polled::Unreachable { interval }) => {
             schedule.failures += 1;

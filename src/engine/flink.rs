@@ -4,7 +4,7 @@
 //! - `GET /config` names the version (`flink-version`);
 //! - `GET /jobs/overview` lists every job the cluster knows (finished ones
 //!   until `jobstore.expiration-time`) with `state` and `last-modification`,
-//!   one request however many jobs are watched;
+//!   one request however many jobs are watched, read as it streams in;
 //! - `GET /jobs/<id>` has `timestamps`, each status with the last time the
 //!   job reached it (`0` for never); it is served from a cache refreshed
 //!   every few seconds, so its `state` may lag the overview's;
@@ -25,13 +25,16 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::hosts::AllowedHosts;
+use super::listing::{CutError, ListingCutter, entry_job_id};
 use crate::domain::engine::{EngineUrl, quoted, root_cause};
 use crate::domain::job::JobStatus;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest answer read: a job overview of some ten thousand jobs.
+/// The largest answer read whole (one job's details, its failures).
 const MAX_ANSWER_BYTES: usize = 32 << 20;
+/// The longest job listing read, entry by entry: some three million jobs.
+const MAX_LISTING_BYTES: usize = 1 << 30;
 /// The most bytes of engine answers held at once, all engines together:
 /// many clusters answering large overviews at the same moment take turns
 /// instead of taking the process's memory.
@@ -134,11 +137,6 @@ struct Config {
 }
 
 #[derive(Deserialize)]
-struct Overview {
-    jobs: Vec<OverviewJob>,
-}
-
-#[derive(Deserialize)]
 struct OverviewJob {
     jid: String,
     state: String,
@@ -185,22 +183,66 @@ impl FlinkClient {
         Ok(quoted(&config.flink_version))
     }
 
-    /// Every job the cluster knows, with its state.
-    pub async fn jobs(&self) -> Result<Vec<FlinkJob>, FlinkError> {
-        let overview: Overview = self.get_json("/jobs/overview", None).await?;
-        Ok(overview
-            .jobs
-            .into_iter()
-            .filter_map(|job| {
-                // A state this build does not know is left for a later one.
-                let state = job.state.parse().ok()?;
-                Some(FlinkJob {
-                    id: job.jid,
-                    state,
-                    last_modification: job.last_modification,
-                })
-            })
-            .collect())
+    /// The jobs the cluster lists that `watched` names, with their states.
+    /// The listing is read as it streams in and only watched jobs' entries
+    /// are decoded (see [`super::listing`]), however many jobs it lists.
+    pub async fn jobs(&self, watched: impl Fn(&str) -> bool) -> Result<Vec<FlinkJob>, FlinkError> {
+        let url = self.base.join("/jobs/overview");
+        let unexpected = |reason: String| FlinkError::Unexpected {
+            url: url.clone(),
+            reason,
+        };
+        let mut response = self.send(&url).await?;
+        if !response.status().is_success() {
+            return Err(unexpected(format!("HTTP {}", response.status())));
+        }
+        let mut cutter = ListingCutter::default();
+        let mut jobs = Vec::new();
+        let mut unreadable = None;
+        let mut read = 0;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| FlinkError::Unreachable {
+                url: url.clone(),
+                reason: describe(&e),
+            })?
+        {
+            read += chunk.len();
+            if read > MAX_LISTING_BYTES {
+                return Err(unexpected(format!(
+                    "a job listing of more than {} MiB, which ctasd does not read",
+                    MAX_LISTING_BYTES >> 20
+                )));
+            }
+            let found = &mut |entry: &[u8]| {
+                if unreadable.is_some() || entry_job_id(entry).is_some_and(|id| !watched(id)) {
+                    return;
+                }
+                match serde_json::from_slice::<OverviewJob>(entry) {
+                    // A state this build does not know is left for a later one.
+                    Ok(job) if watched(&job.jid) => {
+                        if let Ok(state) = job.state.parse() {
+                            jobs.push(FlinkJob {
+                                id: job.jid,
+                                state,
+                                last_modification: job.last_modification,
+                            });
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => unreadable = Some(not_flinks_json(&error)),
+                }
+            };
+            cutter
+                .feed(&chunk, found)
+                .map_err(|e| unexpected(not_a_listing(e)))?;
+        }
+        cutter.finish().map_err(|e| unexpected(not_a_listing(e)))?;
+        match unreadable {
+            Some(what) => Err(unexpected(what)),
+            None => Ok(jobs),
+        }
     }
 
     /// One job's state and the times it reached each status.
@@ -251,18 +293,7 @@ impl FlinkClient {
             url: url.clone(),
             reason,
         };
-        if !self.http.allows(&self.base) {
-            return Err(unreachable(
-                "its host is not one --engine-allowed-hosts allows".into(),
-            ));
-        }
-        let mut response = self
-            .http
-            .client
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| unreachable(describe(&e)))?;
+        let mut response = self.send(&url).await?;
         let status = response.status();
         let mut body = Vec::new();
         // Released when the answer has been read into what it says.
@@ -300,25 +331,54 @@ impl FlinkClient {
                 reason: format!("HTTP {status}"),
             });
         }
-        // serde's own message quotes the value it met: an internal
-        // service's answer is never quoted back, only where it went wrong.
-        serde_json::from_slice(&body).map_err(|e| {
-            let what = match e.classify() {
-                serde_json::error::Category::Data => "a value of another type or shape",
-                serde_json::error::Category::Syntax => "text that is not JSON",
-                serde_json::error::Category::Eof => "JSON cut short",
-                serde_json::error::Category::Io => "an unreadable body",
-            };
-            FlinkError::Unexpected {
-                url,
-                reason: format!(
-                    "something that is not Flink's JSON ({what} at line {} column {})",
-                    e.line(),
-                    e.column()
-                ),
-            }
+        serde_json::from_slice(&body).map_err(|e| FlinkError::Unexpected {
+            url,
+            reason: not_flinks_json(&e),
         })
     }
+
+    /// Sends `GET url` (a URL of this engine), following no redirect.
+    async fn send(&self, url: &str) -> Result<reqwest::Response, FlinkError> {
+        let unreachable = |reason: String| FlinkError::Unreachable {
+            url: url.to_owned(),
+            reason,
+        };
+        if !self.http.allows(&self.base) {
+            return Err(unreachable(
+                "its host is not one --engine-allowed-hosts allows".into(),
+            ));
+        }
+        self.http
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| unreachable(describe(&e)))
+    }
+}
+
+/// Where a job listing stopped being Flink's.
+fn not_a_listing(error: CutError) -> String {
+    format!(
+        "something that is not Flink's JSON ({} at line {} column {})",
+        error.what, error.line, error.column
+    )
+}
+
+/// Where an answer stopped being Flink's JSON. serde's own message quotes
+/// the value it met: an internal service's answer is never quoted back.
+fn not_flinks_json(error: &serde_json::Error) -> String {
+    let what = match error.classify() {
+        serde_json::error::Category::Data => "a value of another type or shape",
+        serde_json::error::Category::Syntax => "text that is not JSON",
+        serde_json::error::Category::Eof => "JSON cut short",
+        serde_json::error::Category::Io => "an unreadable body",
+    };
+    format!(
+        "something that is not Flink's JSON ({what} at line {} column {})",
+        error.line(),
+        error.column()
+    )
 }
 
 /// A transport error in a few words, without the URL (the caller has it).

@@ -6,6 +6,7 @@
 
 pub mod flink;
 pub mod hosts;
+pub mod listing;
 
 pub use flink::{EngineHttp, FlinkClient, FlinkError, FlinkJob, FlinkJobDetails};
 pub use hosts::AllowedHosts;

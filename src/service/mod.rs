@@ -11,6 +11,7 @@ mod freshness;
 mod idempotency;
 mod jobs;
 mod lineage;
+mod mirror;
 mod report;
 mod statements;
 mod submit;
@@ -24,9 +25,10 @@ pub use engines::{EngineAlteration, EngineRegistration, EngineRequest, EngineWit
 pub use events::{SubscriptionAlteration, SubscriptionRequest, SubscriptionWithCounts};
 pub use idempotency::{KeyClaim, StoredAnswer};
 pub use jobs::JobEvents;
+pub use mirror::EngineWatch;
 pub use statements::StatementResult;
 pub use submit::{HookRequest, JobRequest, Submission};
-pub use watch::{Polled, RequestBudget};
+pub use watch::Polled;
 
 use crate::catalog::registry::OpenOrInvalid;
 use crate::catalog::{CatalogError, LiveCatalogs};

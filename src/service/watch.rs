@@ -1,6 +1,7 @@
 //! Watching a Flink cluster: one poll of one engine. ctasd asks the
 //! cluster for every job it knows (one request, however many jobs are
-//! watched), and for a job whose state moved, the times it reached each
+//! watched or listed), compares it with the watched jobs it keeps in
+//! memory between polls, and for a job whose state moved, the times it reached each
 //! status; it applies them in that order through the same path as
 //! `PUT /v1/jobs/{job}/status`, each with Flink's time, so an observation
 //! older than one already applied (a second replica's, a late answer)
@@ -8,59 +9,43 @@
 //! engine's rule: its HistoryServer, if one is configured, else FAILED
 //! once the grace period has passed, so that no staging stays forever.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
 
 use chrono::{DateTime, Utc};
 
+use super::mirror::{EngineWatch, RequestBudget};
 use super::{ServiceError, Services};
 use crate::domain::EngineName;
 use crate::domain::engine::{
     EngineObservation, EngineRecord, MAX_FAILURE_LEN, Reachability, statuses_since, truncate,
 };
-use crate::domain::job::{JobStatus, StatusReport};
+use crate::domain::job::{JobId, JobStatus, StatusReport};
 use crate::domain::job_record::JobWatch;
 use crate::engine::{FlinkClient, FlinkError, FlinkJob};
 use crate::store::WatchedJob;
 
 /// How often a reachable engine's `checked_at` is written, at most.
 const CHECKED_AT_EVERY: Duration = Duration::from_secs(5);
-/// How often a job's `last_seen_at` is written while nothing else changes.
-const LAST_SEEN_EVERY: Duration = Duration::from_secs(30);
+/// Watched jobs examined at once within a poll: Flink's answers overlap,
+/// and the store's writes take their turns as they must.
+const EXAMINED_AT_ONCE: usize = 8;
 /// How long a failed job waits for Flink to show why, at most.
 const CAUSE_WAIT: Duration = Duration::from_secs(15);
 
-/// Requests one engine may still be sent: a bucket of
-/// `max_requests_per_second`, refilled continuously.
-pub struct RequestBudget {
-    tokens: f64,
-    refilled_at: Instant,
-}
-
-impl Default for RequestBudget {
-    fn default() -> Self {
-        Self {
-            tokens: 1.0,
-            refilled_at: Instant::now(),
-        }
-    }
-}
-
-impl RequestBudget {
-    /// Takes one request's worth, if there is one.
-    fn take(&mut self, per_second: u32) -> bool {
-        let now = Instant::now();
-        let rate = f64::from(per_second);
-        let elapsed = now.duration_since(self.refilled_at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * rate).min(rate);
-        self.refilled_at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
+/// What examining one watched job came to.
+enum Examined {
+    /// It finished, or is gone: watched no more.
+    Done(JobId),
+    Watched {
+        job: Box<WatchedJob>,
+        watch: JobWatch,
+        /// Whether `watch` differs from what is stored.
+        changed: bool,
+        listed: bool,
+    },
 }
 
 /// How one poll went, for when to poll again.
@@ -92,25 +77,42 @@ impl Services {
         }
     }
 
-    /// One poll of engine `name` by the replica `poller`.
+    /// One poll of engine `name` by the replica `poller`, with what this
+    /// replica kept of the engine since its previous poll.
     pub async fn poll_engine(
         &self,
         name: &EngineName,
         poller: &str,
-        budget: &mut RequestBudget,
+        kept: &mut EngineWatch,
     ) -> Result<Polled, ServiceError> {
         let Some(engine) = self.store.get_engine(name).await? else {
             return Ok(Polled::Gone);
         };
         let settings = &engine.descriptor.settings;
         let interval = settings.poll_interval;
+        let deadline = Instant::now() + interval;
         let lease = (interval * 3).max(Duration::from_secs(5));
         if !self.store.lease_engine(name, poller, lease).await? {
+            kept.mirror = None;
             return Ok(Polled::HeldElsewhere { interval });
         }
-        budget.take(settings.max_requests_per_second);
+        kept.budget.take(settings.max_requests_per_second);
         let flink = self.flink(&settings.url);
-        let jobs = match flink.jobs().await {
+        let listing = match self.mirror(name, &mut kept.mirror).await {
+            Ok(mirror) => {
+                let watched: HashSet<&str> = mirror
+                    .jobs
+                    .values()
+                    .filter_map(|m| m.job.engine_job_id.as_deref())
+                    .collect();
+                flink.jobs(|id| watched.contains(id)).await
+            }
+            Err(error) => {
+                kept.mirror = None;
+                return Err(error);
+            }
+        };
+        let jobs = match listing {
             Ok(jobs) => jobs,
             Err(error) => {
                 self.note_unreachable(&engine, &error).await?;
@@ -118,32 +120,137 @@ impl Services {
             }
         };
         self.note_reachable(&engine, &flink).await?;
-        let known: HashMap<&str, &FlinkJob> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
-        for job in self.store.watched_jobs(name).await? {
-            let before = job.watch.clone().unwrap_or_default();
-            let watch = match job.engine_job_id.as_deref() {
-                None => JobWatch {
-                    note: Some("no engine job id: attach Flink's JobID to watch the job".into()),
-                    ..before.clone()
-                },
-                Some(flink_id) => match known.get(flink_id) {
-                    Some(seen) => self.follow(&engine, &flink, &job, seen, budget).await?,
-                    None => {
-                        self.conclude_missing(&engine, &job, flink_id, budget)
-                            .await?
-                    }
-                },
-            };
-            // A note quotes the engine; it is bounded like a failure.
-            let watch = JobWatch {
-                note: watch.note.map(|note| truncate(&note, MAX_FAILURE_LEN)),
-                ..watch
-            };
-            if worth_writing(&before, &watch) {
-                self.store.record_watch(&job.id, &watch).await?;
+        let listed: HashMap<&str, &FlinkJob> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+        let mut writes = Vec::new();
+        let examined = self
+            .examine(&engine, &flink, &listed, kept, deadline, &mut writes)
+            .await;
+        let written = self.store.record_watches(&writes).await;
+        if examined.is_err() || written.is_err() {
+            // What the mirror holds may not be what the store has.
+            kept.mirror = None;
+        }
+        examined?;
+        written?;
+        Ok(Polled::Reachable { interval })
+    }
+
+    /// Examines the engine's watched jobs that need it, up to `deadline`
+    /// (the rest wait for the next poll, which is not held up): a job
+    /// listed as the mirror has it costs a lookup and nothing more; the
+    /// others are examined side by side, those Flink ended first. What is
+    /// to be written goes to `writes`.
+    async fn examine(
+        &self,
+        engine: &EngineRecord,
+        flink: &FlinkClient,
+        listed: &HashMap<&str, &FlinkJob>,
+        kept: &mut EngineWatch,
+        deadline: Instant,
+        writes: &mut Vec<(JobId, JobWatch)>,
+    ) -> Result<(), ServiceError> {
+        let EngineWatch { budget, mirror } = kept;
+        let Some(mirror) = mirror else {
+            return Ok(());
+        };
+        let now = Utc::now();
+        let mut due = Vec::new();
+        for entry in mirror.jobs.values_mut() {
+            let seen = entry
+                .job
+                .engine_job_id
+                .as_deref()
+                .and_then(|f| listed.get(f));
+            match seen {
+                Some(seen) if as_mirrored(&entry.job, seen) => entry.listed_at = Some(now),
+                _ => due.push((!seen.is_some_and(|s| s.state.is_globally_terminal()), entry)),
             }
         }
-        Ok(Polled::Reachable { interval })
+        due.sort_by(|(a, x), (b, y)| (a, &x.job.id).cmp(&(b, &y.job.id)));
+        let due: Vec<(WatchedJob, Option<DateTime<Utc>>)> = due
+            .into_iter()
+            .map(|(_, entry)| (entry.job.clone(), entry.listed_at))
+            .collect();
+        let budget = &*budget;
+        let mut examined = futures_util::stream::iter(due)
+            .take_while(|_| std::future::ready(Instant::now() < deadline))
+            .map(|(job, listed_at)| {
+                let seen = job.engine_job_id.as_deref().and_then(|f| listed.get(f));
+                self.examine_one(engine, flink, job, listed_at, seen.copied(), budget)
+            })
+            .buffer_unordered(EXAMINED_AT_ONCE);
+        // Every examination started is let finish, whatever another's error.
+        let mut failed = None;
+        while let Some(outcome) = examined.next().await {
+            match outcome {
+                Ok(Examined::Done(id)) => mirror.forget(&id),
+                Ok(Examined::Watched {
+                    job,
+                    watch,
+                    changed,
+                    listed,
+                }) => {
+                    if changed {
+                        writes.push((job.id.clone(), watch.clone()));
+                    }
+                    mirror.update(*job, changed.then_some(watch), listed.then_some(now));
+                }
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Examines one watched job `seen` (as Flink lists it, if it does).
+    async fn examine_one(
+        &self,
+        engine: &EngineRecord,
+        flink: &FlinkClient,
+        job: WatchedJob,
+        listed_at: Option<DateTime<Utc>>,
+        seen: Option<&FlinkJob>,
+        budget: &RequestBudget,
+    ) -> Result<Examined, ServiceError> {
+        let job = match seen {
+            // Acted on as the store has it now, not as mirrored.
+            Some(seen) if job.engine_job_id.is_some() && moved(&job, seen) => {
+                match self.store.watched_job(&job.id).await? {
+                    Some(fresh) if !fresh.status.is_globally_terminal() => fresh,
+                    _ => return Ok(Examined::Done(job.id)),
+                }
+            }
+            _ => job,
+        };
+        let before = job.watch.clone().unwrap_or_default();
+        let watch = match (job.engine_job_id.as_deref(), seen) {
+            (None, _) => JobWatch {
+                note: Some("no engine job id: attach Flink's JobID to watch the job".into()),
+                ..before.clone()
+            },
+            (Some(_), Some(seen)) => self.follow(engine, flink, &job, seen, budget).await?,
+            (Some(flink_id), None) => {
+                let watch = self
+                    .conclude_missing(engine, &job, flink_id, budget)
+                    .await?;
+                JobWatch {
+                    last_seen_at: listed_at.max(before.last_seen_at),
+                    ..watch
+                }
+            }
+        };
+        // A note quotes the engine; it is bounded like a failure.
+        let watch = JobWatch {
+            note: watch.note.map(|note| truncate(&note, MAX_FAILURE_LEN)),
+            ..watch
+        };
+        Ok(Examined::Watched {
+            changed: worth_writing(&before, &watch),
+            listed: seen.is_some(),
+            job: Box::new(job),
+            watch,
+        })
     }
 
     /// A job the cluster knows: when its state moved, the statuses it
@@ -154,7 +261,7 @@ impl Services {
         flink: &FlinkClient,
         job: &WatchedJob,
         seen: &FlinkJob,
-        budget: &mut RequestBudget,
+        budget: &RequestBudget,
     ) -> Result<JobWatch, ServiceError> {
         let now = Utc::now();
         let before = job.watch.clone().unwrap_or_default();
@@ -166,9 +273,7 @@ impl Services {
             note: None,
             examined_until: before.examined_until,
         };
-        let moved =
-            seen.state != job.status || seen.last_modification > before.examined_until.unwrap_or(0);
-        if !moved {
+        if !moved(job, seen) {
             return Ok(watch);
         }
         let per_second = engine.descriptor.settings.max_requests_per_second;
@@ -214,7 +319,7 @@ impl Services {
         &self,
         flink: &FlinkClient,
         flink_id: &str,
-        budget: &mut RequestBudget,
+        budget: &RequestBudget,
         per_second: u32,
     ) -> Option<String> {
         if !budget.take(per_second) {
@@ -236,7 +341,7 @@ impl Services {
         engine: &EngineRecord,
         job: &WatchedJob,
         flink_id: &str,
-        budget: &mut RequestBudget,
+        budget: &RequestBudget,
     ) -> Result<JobWatch, ServiceError> {
         let now = Utc::now();
         let before = job.watch.clone().unwrap_or_default();
@@ -411,19 +516,33 @@ fn failed(status: JobStatus) -> bool {
     matches!(status, JobStatus::Failing | JobStatus::Failed)
 }
 
-/// Whether what the watcher saw differs enough from what is stored to
-/// write it: anything but `last_seen_at`, which is refreshed now and then.
-fn worth_writing(before: &JobWatch, after: &JobWatch) -> bool {
-    let stale_sighting = match (before.last_seen_at, after.last_seen_at) {
-        (Some(was), Some(now)) => {
-            now.signed_duration_since(was).to_std().unwrap_or_default() >= LAST_SEEN_EVERY
-        }
-        (was, now) => was != now,
+/// Whether Flink's listing shows a change the job has not been examined
+/// for: another state, or a later `last-modification`.
+fn moved(job: &WatchedJob, seen: &FlinkJob) -> bool {
+    let examined_until = job.watch.as_ref().and_then(|w| w.examined_until);
+    seen.state != job.status || seen.last_modification > examined_until.unwrap_or(0)
+}
+
+/// Whether a listed job is just as mirrored: not moved, and nothing about
+/// it to write (seen before, not missing, no note to clear).
+fn as_mirrored(job: &WatchedJob, seen: &FlinkJob) -> bool {
+    let Some(watch) = &job.watch else {
+        return false;
     };
+    !moved(job, seen)
+        && watch.engine_status == Some(seen.state)
+        && watch.first_seen_at.is_some()
+        && watch.missing_since.is_none()
+        && watch.note.is_none()
+}
+
+/// Whether what the watcher saw differs from what is stored: anything but
+/// `last_seen_at`, which is written only along with something else (while
+/// a job is listed, its engine's latest check says when it was seen).
+fn worth_writing(before: &JobWatch, after: &JobWatch) -> bool {
     before.engine_status != after.engine_status
         || before.first_seen_at != after.first_seen_at
         || before.missing_since != after.missing_since
         || before.note != after.note
         || before.examined_until != after.examined_until
-        || stale_sighting
 }

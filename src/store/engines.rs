@@ -24,6 +24,16 @@ const ENGINE_COLUMNS: &str = "name, kind, url, history_url, poll_interval_ms, mi
 /// The statuses no job leaves.
 const UNFINISHED: &str = "status NOT IN ('FINISHED', 'FAILED', 'CANCELED')";
 
+/// A watched job and what the watcher last wrote of it, `WHERE` to follow.
+const WATCHED_SELECT: &str = "SELECT j.id, j.status, j.engine_job_id, j.engine_applied_until, \
+     j.created_at, w.updated_at AS watch_updated_at, w.engine_status, w.first_seen_at, \
+     w.last_seen_at, w.missing_since, w.note, w.examined_until \
+     FROM jobs j LEFT JOIN job_watches w ON w.job_id = j.id";
+
+/// Jobs whose watch one statement writes: 7 parameters each, well within
+/// both backends' limit on a statement's parameters.
+const WATCHES_PER_STATEMENT: usize = 500;
+
 #[derive(sqlx::FromRow)]
 struct EngineRow {
     name: String,
@@ -304,16 +314,38 @@ impl<B: Backend> EngineStore for SqlStore<B> {
             .pool()
             .rows(
                 Query::new(format!(
-                    "SELECT j.id, j.status, j.engine_job_id, j.engine_applied_until, j.created_at, \
-                     w.updated_at AS watch_updated_at, w.engine_status, w.first_seen_at, \
-                     w.last_seen_at, w.missing_since, w.note, w.examined_until \
-                     FROM jobs j LEFT JOIN job_watches w ON w.job_id = j.id \
-                     WHERE j.engine = $1 AND j.{UNFINISHED} ORDER BY j.id"
+                    "{WATCHED_SELECT} WHERE j.engine = $1 AND j.{UNFINISHED} ORDER BY j.id"
                 ))
                 .text(name.as_str()),
             )
             .await?;
         rows.into_iter().map(WatchedRow::decode).collect()
+    }
+
+    async fn watched_jobs_changed(
+        &self,
+        name: &EngineName,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<WatchedJob>, StoreError> {
+        let rows: Vec<WatchedRow> = self
+            .pool()
+            .rows(
+                Query::new(format!(
+                    "{WATCHED_SELECT} WHERE j.engine = $1 AND j.updated_at >= $2"
+                ))
+                .text(name.as_str())
+                .time(since),
+            )
+            .await?;
+        rows.into_iter().map(WatchedRow::decode).collect()
+    }
+
+    async fn watched_job(&self, job: &JobId) -> Result<Option<WatchedJob>, StoreError> {
+        let row: Option<WatchedRow> = self
+            .pool()
+            .row(Query::new(format!("{WATCHED_SELECT} WHERE j.id = $1")).text(job.as_str()))
+            .await?;
+        row.map(WatchedRow::decode).transpose()
     }
 
     async fn watched_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
@@ -330,27 +362,46 @@ impl<B: Backend> EngineStore for SqlStore<B> {
             .collect())
     }
 
-    async fn record_watch(&self, job: &JobId, watch: &JobWatch) -> Result<(), StoreError> {
-        self.pool()
-            .execute(
-                Query::new(
-                    "INSERT INTO job_watches (job_id, engine_status, first_seen_at, last_seen_at, \
-                     missing_since, note, examined_until, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                     ON CONFLICT (job_id) DO UPDATE SET engine_status = $2, first_seen_at = $3, \
-                     last_seen_at = $4, missing_since = $5, note = $6, examined_until = $7, \
-                     updated_at = $8",
-                )
-                .text(job.as_str())
-                .opt_text(watch.engine_status.map(|s| s.as_str()))
-                .opt_time(watch.first_seen_at)
-                .opt_time(watch.last_seen_at)
-                .opt_time(watch.missing_since)
-                .opt_text(watch.note.as_deref())
-                .opt_int(watch.examined_until)
-                .time(Utc::now()),
-            )
-            .await?;
+    async fn record_watches(&self, watches: &[(JobId, JobWatch)]) -> Result<(), StoreError> {
+        let now = Utc::now();
+        for chunk in watches.chunks(WATCHES_PER_STATEMENT) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    let n = i * 7;
+                    format!(
+                        "(${}, ${}, ${}, ${}, ${}, ${}, ${}, $1)",
+                        n + 2,
+                        n + 3,
+                        n + 4,
+                        n + 5,
+                        n + 6,
+                        n + 7,
+                        n + 8
+                    )
+                })
+                .collect();
+            let mut query = Query::new(format!(
+                "INSERT INTO job_watches (job_id, engine_status, first_seen_at, last_seen_at, \
+                 missing_since, note, examined_until, updated_at) VALUES {} \
+                 ON CONFLICT (job_id) DO UPDATE SET engine_status = excluded.engine_status, \
+                 first_seen_at = excluded.first_seen_at, last_seen_at = excluded.last_seen_at, \
+                 missing_since = excluded.missing_since, note = excluded.note, \
+                 examined_until = excluded.examined_until, updated_at = excluded.updated_at",
+                rows.join(", ")
+            ))
+            .time(now);
+            for (job, watch) in chunk {
+                query = query
+                    .text(job.as_str())
+                    .opt_text(watch.engine_status.map(|s| s.as_str()))
+                    .opt_time(watch.first_seen_at)
+                    .opt_time(watch.last_seen_at)
+                    .opt_time(watch.missing_since)
+                    .opt_text(watch.note.as_deref())
+                    .opt_int(watch.examined_until);
+            }
+            self.pool().execute(query).await?;
+        }
         Ok(())
     }
 }

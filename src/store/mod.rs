@@ -225,11 +225,22 @@ pub trait EngineStore: Send + Sync {
     /// The unfinished jobs watched on `name`.
     async fn watched_jobs(&self, name: &EngineName) -> Result<Vec<WatchedJob>, StoreError>;
 
+    /// The jobs watched on `name` that changed at or after `since`,
+    /// finished ones included (through an index, not among every job).
+    async fn watched_jobs_changed(
+        &self,
+        name: &EngineName,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<WatchedJob>, StoreError>;
+
+    /// One job as the watcher sees it, as the store has it now.
+    async fn watched_job(&self, job: &JobId) -> Result<Option<WatchedJob>, StoreError>;
+
     /// How many unfinished jobs each engine watches, by name.
     async fn watched_counts(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
-    /// Records what the watcher saw of a job.
-    async fn record_watch(&self, job: &JobId, watch: &JobWatch) -> Result<(), StoreError>;
+    /// Records what the watcher saw of these jobs, many in one statement.
+    async fn record_watches(&self, watches: &[(JobId, JobWatch)]) -> Result<(), StoreError>;
 }
 
 /// A job as the watcher sees it.

@@ -44,3 +44,4 @@ mod staging;
 mod stale_runs;
 mod statements;
 mod store;
+mod watching;

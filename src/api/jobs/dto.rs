@@ -179,6 +179,8 @@ pub struct Watch {
     pub engine_status: Option<JobStatus>,
     #[schema(required = true)]
     pub first_seen_at: Option<DateTime<Utc>>,
+    /// When the engine last listed the job: while it lists the job, the
+    /// engine's latest check (the watcher writes nothing per job for that).
     #[schema(required = true)]
     pub last_seen_at: Option<DateTime<Utc>>,
     /// Since when the engine, reachable, has not known the job.
@@ -196,13 +198,21 @@ pub(super) fn watch_view(job: &JobRecord) -> Option<Watch> {
         .clone()
         .unwrap_or_else(EngineObservation::unknown);
     let watch = job.watch.clone().unwrap_or_default();
+    let still_listed = !job.status.is_globally_terminal()
+        && engine.reachability == Reachability::Reachable
+        && watch.first_seen_at.is_some()
+        && watch.missing_since.is_none();
+    let last_seen_at = match still_listed {
+        true => watch.last_seen_at.max(engine.checked_at),
+        false => watch.last_seen_at,
+    };
     Some(Watch {
         engine_reachability: engine.reachability,
         engine_reachability_since: engine.since,
         engine_error: engine.last_error,
         engine_status: watch.engine_status,
         first_seen_at: watch.first_seen_at,
-        last_seen_at: watch.last_seen_at,
+        last_seen_at,
         missing_since: watch.missing_since,
         note: watch.note,
     })

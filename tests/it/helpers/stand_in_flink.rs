@@ -23,6 +23,19 @@ pub struct FlinkRun {
 }
 
 impl FlinkRun {
+    /// A run that reached RUNNING at `at` and is still running.
+    pub fn running_since(at: i64) -> Self {
+        Self {
+            state: "RUNNING".into(),
+            details_state: None,
+            timestamps: BTreeMap::from([
+                ("INITIALIZING".into(), at - 1000),
+                ("CREATED".into(), at - 900),
+                ("RUNNING".into(), at),
+            ]),
+        }
+    }
+
     /// A run that went from INITIALIZING to FINISHED, ending at `end`.
     pub fn finished_at(end: i64) -> Self {
         Self {
@@ -44,6 +57,8 @@ pub struct Answers {
     /// Answered whole by `/jobs/overview` instead of the runs, when set.
     pub overview: Option<Value>,
     pub runs: BTreeMap<String, FlinkRun>,
+    /// How many times `/jobs/<id>` was asked, for any id.
+    pub details_read: u64,
 }
 
 #[derive(Clone)]
@@ -58,6 +73,7 @@ impl StandInFlink {
             version: "2.3.0".into(),
             overview: None,
             runs: BTreeMap::new(),
+            details_read: 0,
         }));
         let router = axum::Router::new()
             .route("/config", axum::routing::get(config))
@@ -111,7 +127,9 @@ async fn overview(State(answers): Shared) -> Response {
 }
 
 async fn job(State(answers): Shared, Path(id): Path<String>) -> Response {
-    match answers.lock().unwrap().runs.get(&id) {
+    let mut answers = answers.lock().unwrap();
+    answers.details_read += 1;
+    match answers.runs.get(&id) {
         Some(run) => axum::Json(json!({"jid": id,
             "state": run.details_state.as_ref().unwrap_or(&run.state),
             "timestamps": run.timestamps}))
