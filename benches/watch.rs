@@ -38,7 +38,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 
 mod support;
-use support::{Samples, Server, get_json, ms};
+use support::{Samples, Server, get_json, ms, post_ok, register_mem};
 
 #[derive(Parser)]
 struct Args {
@@ -353,14 +353,7 @@ async fn submit_all(
                     "hooks": [{"kind": "create_table_as",
                                "target": {"catalog": "mem", "table": format!("t{n}")},
                                "table": {"columns": [{"name": "n", "type": "INT"}]}}]});
-                let answer = client
-                    .post(format!("{base}/v1/jobs"))
-                    .json(&job)
-                    .send()
-                    .await
-                    .unwrap();
-                assert!(answer.status().is_success(), "submit: {}", answer.status());
-                let job: Value = answer.json().await.unwrap();
+                let job = post_ok(&client, &format!("{base}/v1/jobs"), &job).await;
                 ids.lock().unwrap()[n] = job["id"].as_str().unwrap().to_owned();
             }
         });
@@ -383,25 +376,10 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
     let server = Server::start(None).await;
     let (base, pid) = (server.base.clone(), server.pid());
     let client = reqwest::Client::new();
-    let registered = client
-        .post(format!("{base}/v1/catalogs"))
-        .json(&json!({"name": "mem", "options": {"type": "generic_in_memory"}}))
-        .send()
-        .await
-        .unwrap();
-    assert!(registered.status().is_success(), "register mem");
-    let engine = client
-        .post(format!("{base}/v1/engines"))
-        .json(&json!({"name": "flink", "url": flink_url,
-                      "poll_interval_ms": args.poll_interval_ms}))
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        engine.status().is_success(),
-        "register the engine: {}",
-        engine.text().await.unwrap()
-    );
+    register_mem(&client, &base).await;
+    let engine =
+        json!({"name": "flink", "url": flink_url, "poll_interval_ms": args.poll_interval_ms});
+    post_ok(&client, &format!("{base}/v1/engines"), &engine).await;
 
     let submitting = Instant::now();
     let ids = submit_all(&client, &base, &cluster, watched, args.clients).await;

@@ -24,28 +24,34 @@ pub struct CommonArgs {
     pub bench: bool,
 }
 
+/// POSTs `body` to `url` and reads the JSON answer; panics, with the
+/// answer, unless it is a success.
+pub async fn post_ok(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> serde_json::Value {
+    let answer = client.post(url).json(body).send().await.unwrap();
+    let status = answer.status();
+    let text = answer.text().await.unwrap_or_default();
+    assert!(status.is_success(), "POST {url}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+}
+
+/// Registers the in-memory catalog `mem` on the server at `base`.
+pub async fn register_mem(client: &reqwest::Client, base: &str) {
+    let catalog = serde_json::json!({"name": "mem", "options": {"type": "generic_in_memory"}});
+    post_ok(client, &format!("{base}/v1/catalogs"), &catalog).await;
+}
+
 /// Registers the in-memory catalog `mem` on the server at `base` and
 /// submits a batch job `name` with one hook on it; the job's id.
 pub async fn submit_mem_job(client: &reqwest::Client, base: &str, name: &str) -> String {
-    let post = |path: &str, body: serde_json::Value| {
-        client.post(format!("{base}{path}")).json(&body).send()
-    };
-    let catalog = serde_json::json!({"name": "mem", "options": {"type": "generic_in_memory"}});
-    let registered = post("/v1/catalogs", catalog).await.expect("register mem");
-    assert!(
-        registered.status().is_success(),
-        "register mem: {}",
-        registered.status()
-    );
+    register_mem(client, base).await;
     let job = serde_json::json!({"name": name, "mode": "batch", "hooks": [{"kind": "create_table_as",
         "target": {"catalog": "mem", "table": "t"},
         "table": {"columns": [{"name": "n", "type": "INT"}]}}]});
-    let submitted: serde_json::Value = post("/v1/jobs", job)
-        .await
-        .expect("submit a job")
-        .json()
-        .await
-        .expect("a job");
+    let submitted = post_ok(client, &format!("{base}/v1/jobs"), &job).await;
     submitted["id"].as_str().expect("a job id").to_owned()
 }
 

@@ -93,26 +93,28 @@ pub(super) struct Mirrored {
 }
 
 impl Mirror {
-    fn whole(jobs: Vec<WatchedJob>, read_at: DateTime<Utc>) -> Self {
-        let mut mirror = Self {
-            jobs: HashMap::with_capacity(jobs.len()),
+    fn empty(read_at: DateTime<Utc>) -> Self {
+        Self {
+            jobs: HashMap::new(),
             changes_since: read_at,
             read_whole_at: Instant::now(),
-        };
-        mirror.merge(jobs);
-        mirror
+        }
+    }
+
+    /// Keeps `job`, listed at `listed_at`, else when it was known to be.
+    fn put(&mut self, job: WatchedJob, listed_at: Option<DateTime<Utc>>) {
+        let listed_at = listed_at.or_else(|| self.jobs.get(&job.id).and_then(|m| m.listed_at));
+        self.jobs
+            .insert(job.id.clone(), Mirrored { job, listed_at });
     }
 
     /// Takes in jobs read from the store; a finished one is watched no more.
     fn merge(&mut self, jobs: Vec<WatchedJob>) {
         for job in jobs {
-            if job.status.is_globally_terminal() {
-                self.jobs.remove(&job.id);
-                continue;
+            match job.status.is_globally_terminal() {
+                true => self.forget(&job.id),
+                false => self.put(job, None),
             }
-            let listed_at = self.jobs.get(&job.id).and_then(|m| m.listed_at);
-            self.jobs
-                .insert(job.id.clone(), Mirrored { job, listed_at });
         }
     }
 
@@ -127,10 +129,7 @@ impl Mirror {
         if let Some(watch) = written {
             job.watch = Some(watch);
         }
-        let was = self.jobs.get(&job.id).and_then(|m| m.listed_at);
-        let listed_at = listed_at.or(was);
-        self.jobs
-            .insert(job.id.clone(), Mirrored { job, listed_at });
+        self.put(job, listed_at);
     }
 
     /// Forgets a job the store no longer has, or that finished.
@@ -157,13 +156,15 @@ impl Services {
                 mirror.changes_since = read_at;
             }
             _ => {
-                let jobs = self.store.watched_jobs(name).await?;
-                let mut whole = Mirror::whole(jobs, read_at);
                 // When each job was last listed is known only here.
-                if let Some(was) = slot.take() {
-                    for (id, entry) in &mut whole.jobs {
-                        entry.listed_at = was.jobs.get(id).and_then(|m| m.listed_at);
-                    }
+                let was = slot.take();
+                let mut whole = Mirror::empty(read_at);
+                for job in self.store.watched_jobs(name).await? {
+                    let listed_at = was
+                        .as_ref()
+                        .and_then(|was| was.jobs.get(&job.id))
+                        .and_then(|m| m.listed_at);
+                    whole.put(job, listed_at);
                 }
                 *slot = Some(whole);
             }

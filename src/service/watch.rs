@@ -90,7 +90,6 @@ impl Services {
         };
         let settings = &engine.descriptor.settings;
         let interval = settings.poll_interval;
-        let deadline = Instant::now() + interval;
         let lease = (interval * 3).max(Duration::from_secs(5));
         if !self.store.lease_engine(name, poller, lease).await? {
             kept.mirror = None;
@@ -123,7 +122,7 @@ impl Services {
         let listed: HashMap<&str, &FlinkJob> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
         let mut writes = Vec::new();
         let examined = self
-            .examine(&engine, &flink, &listed, kept, deadline, &mut writes)
+            .examine(&engine, &flink, &listed, kept, interval, &mut writes)
             .await;
         let written = self.store.record_watches(&writes).await;
         if examined.is_err() || written.is_err() {
@@ -135,8 +134,10 @@ impl Services {
         Ok(Polled::Reachable { interval })
     }
 
-    /// Examines the engine's watched jobs that need it, up to `deadline`
-    /// (the rest wait for the next poll, which is not held up): a job
+    /// Examines the engine's watched jobs that need it, for at most `span`
+    /// (the rest wait for the next poll, which is not held up; counted
+    /// from here, so that however long the listing took to read, every
+    /// poll gets on with the jobs): a job
     /// listed as the mirror has it costs a lookup and nothing more; the
     /// others are examined side by side, those Flink ended first. What is
     /// to be written goes to `writes`.
@@ -146,9 +147,10 @@ impl Services {
         flink: &FlinkClient,
         listed: &HashMap<&str, &FlinkJob>,
         kept: &mut EngineWatch,
-        deadline: Instant,
+        span: Duration,
         writes: &mut Vec<(JobId, JobWatch)>,
     ) -> Result<(), ServiceError> {
+        let deadline = Instant::now() + span;
         let EngineWatch { budget, mirror } = kept;
         let Some(mirror) = mirror else {
             return Ok(());

@@ -424,12 +424,7 @@ async fn a_job_carries_its_engine_id_which_finds_it() {
 #[tokio::test]
 async fn the_filesystem_write_location_is_a_file_uri_with_the_tables_connector_options() {
     let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    app.register(
-        "c",
-        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
-    )
-    .await;
+    app.filesystem_catalog("c").await;
     let table = json!({"columns": [{"name": "id", "type": "BIGINT NOT NULL"}, {"name": "name with space", "type": "STRING"}],
                         "options": {"format": "csv", "csv.field-delimiter": ";"}});
     let job = submit(&app, "batch", "create_table_as", "db", "people", table).await;
@@ -455,12 +450,7 @@ async fn the_filesystem_write_location_is_a_file_uri_with_the_tables_connector_o
 #[tokio::test]
 async fn a_filesystem_table_that_names_no_format_gets_a_sink_flink_accepts_in_csv() {
     let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    app.register(
-        "c",
-        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
-    )
-    .await;
+    app.filesystem_catalog("c").await;
     let table = json!({"columns": [{"name": "id", "type": "BIGINT NOT NULL"}]});
     let job = submit(&app, "batch", "create_table_as", "db", "plain", table).await;
 

@@ -278,12 +278,7 @@ async fn statuses_a_poller_missed_are_applied_in_order_and_the_rows_published_ev
 #[tokio::test]
 async fn a_job_seen_first_when_finished_is_begun_then_committed_in_one_report() {
     let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    app.register(
-        "c",
-        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
-    )
-    .await;
+    let warehouse = app.filesystem_catalog("c").await;
     let job = submit(&app, "batch", "create_table_as", "db", "late").await;
     let id = job.id.clone();
     // The engine wrote its files before ctasd heard of any status.

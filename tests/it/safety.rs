@@ -77,12 +77,7 @@ async fn a_replace_of_a_directory_ctasd_did_not_write_is_refused_and_deletes_not
 #[tokio::test]
 async fn a_foreign_directory_appearing_before_the_commit_is_a_conflict_and_is_kept() {
     let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    app.register(
-        "c",
-        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
-    )
-    .await;
+    let warehouse = app.filesystem_catalog("c").await;
     let submitted = app
         .post(
             "/v1/jobs",
@@ -467,12 +462,7 @@ async fn tables_mariadb_cannot_hold_are_refused_at_submission_even_where_only_it
 #[tokio::test]
 async fn warehouse_names_longer_than_a_directory_name_are_refused() {
     let app = TestApp::spawn().await;
-    let warehouse = app.scratch("warehouse");
-    app.register(
-        "c",
-        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
-    )
-    .await;
+    app.filesystem_catalog("c").await;
     let long = "é".repeat(128);
 
     let reply = app

@@ -19,12 +19,7 @@ fn now_ms() -> i64 {
 /// A filesystem catalog `c` holding table `db.kept` (published by ctasd)
 /// with three rows.
 async fn catalog_with_kept_table(app: &TestApp) -> std::path::PathBuf {
-    let warehouse = app.scratch("warehouse");
-    app.register(
-        "c",
-        json!({"type": "filesystem", "path": warehouse, "default-database": "db"}),
-    )
-    .await;
+    let warehouse = app.filesystem_catalog("c").await;
     let first = app
         .submit(
             &json!({"name": "first", "mode": "streaming", "hooks": [{"kind": "create_table_as",
@@ -109,7 +104,11 @@ async fn a_watched_jobs_earlier_finished_run_publishes_nothing_and_its_own_run_d
     // This job's own run, under the same id, is followed.
     let now = now_ms();
     flink.set_run(FLINK_ID, FlinkRun::finished_at(now));
-    let finished = wait_for(&app, &job.id, |job| job["status"] == "FINISHED").await;
+    // FINISHED shows as soon as it is applied; the commit follows it.
+    let finished = wait_for(&app, &job.id, |job| {
+        job["status"] == "FINISHED" && job["settlement"] != "in_progress"
+    })
+    .await;
     let commit = finished["actions"]
         .as_array()
         .unwrap()

@@ -183,6 +183,16 @@ impl TestApp {
         self.post("/v1/catalogs", &json!({"name": name, "options": options}))
             .await
     }
+
+    /// Registers filesystem catalog `name` on a fresh warehouse (default
+    /// database `db`); the warehouse.
+    pub async fn filesystem_catalog(&self, name: &str) -> PathBuf {
+        let warehouse = self.scratch("warehouse");
+        let options = json!({"type": "filesystem", "path": warehouse, "default-database": "db"});
+        let registered = self.register(name, options).await;
+        assert_eq!(registered.status, 201, "{}", registered.text);
+        warehouse
+    }
 }
 
 /// A job the server accepted.

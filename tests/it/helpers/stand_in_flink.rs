@@ -57,6 +57,9 @@ pub struct Answers {
     /// Answered whole by `/jobs/overview` instead of the runs, when set.
     pub overview: Option<Value>,
     pub runs: BTreeMap<String, FlinkRun>,
+    /// Entries `/jobs/overview` lists before the runs' (JSON objects joined
+    /// by commas): jobs the cluster knows that ctasd does not watch.
+    pub listed_besides: String,
     /// How many times `/jobs/<id>` was asked, for any id.
     pub details_read: u64,
 }
@@ -73,6 +76,7 @@ impl StandInFlink {
             version: "2.3.0".into(),
             overview: None,
             runs: BTreeMap::new(),
+            listed_besides: String::new(),
             details_read: 0,
         }));
         let router = axum::Router::new()
@@ -123,7 +127,21 @@ async fn overview(State(answers): Shared) -> Response {
                    "last-modification": last})
         })
         .collect();
-    axum::Json(json!({"jobs": listed})).into_response()
+    if answers.listed_besides.is_empty() {
+        return axum::Json(json!({"jobs": listed})).into_response();
+    }
+    let runs = Value::from(listed).to_string();
+    let separator = if runs == "[]" { "" } else { "," };
+    let body = format!(
+        "{{\"jobs\":[{}{separator}{}}}",
+        answers.listed_besides,
+        &runs[1..]
+    );
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 async fn job(State(answers): Shared, Path(id): Path<String>) -> Response {
