@@ -433,7 +433,8 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
         let mut cluster = cluster.lock().unwrap();
         while next < due.min(watched) {
             let at = now_ms();
-            let job = &mut cluster.jobs[next];
+            let index = cluster.index[&flink_id(next)];
+            let job = &mut cluster.jobs[index];
             job.state = "FINISHED";
             job.ended = at;
             job.render();
