@@ -16,7 +16,7 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a job Flink does not know may stay unsettled by default.
 pub const DEFAULT_MISSING_JOB_GRACE: Duration = Duration::from_secs(600);
 /// Requests per second to one engine by default, all jobs together.
-pub const DEFAULT_MAX_REQUESTS_PER_SECOND: u32 = 20;
+pub const DEFAULT_MAX_REQUESTS_PER_SECOND: u32 = 200;
 /// The longest failure text copied from an engine.
 pub const MAX_FAILURE_LEN: usize = 4096;
 

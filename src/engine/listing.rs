@@ -68,47 +68,16 @@ impl Default for ListingCutter {
 impl ListingCutter {
     /// Reads `chunk`, handing each complete entry to `found`.
     pub fn feed(&mut self, chunk: &[u8], found: &mut impl FnMut(&[u8])) -> Result<(), CutError> {
-        for &byte in chunk {
-            if byte == b'\n' {
-                self.line += 1;
-                self.column = 0;
-            } else {
-                self.column += 1;
+        match self.cut(chunk, found) {
+            Ok(()) => {
+                self.advance(chunk);
+                Ok(())
             }
-            if let Some(entry) = &mut self.entry {
-                if entry.len() == MAX_ENTRY_BYTES {
-                    return Err(self.error(ENTRY_TOO_LONG));
-                }
-                entry.push(byte);
-            }
-            if self.in_string {
-                match (self.escaped, byte) {
-                    (true, _) => self.escaped = false,
-                    (false, b'\\') => self.escaped = true,
-                    (false, b'"') => self.in_string = false,
-                    (false, _) if self.open.len() == 1 && self.key.len() < 8 => {
-                        self.key.push(byte);
-                    }
-                    _ => {}
-                }
-                continue;
-            }
-            match byte {
-                b'"' if self.open.is_empty() => return Err(self.error(OTHER_SHAPE)),
-                b'"' => {
-                    self.in_string = true;
-                    if self.open.len() == 1 {
-                        self.key.clear();
-                    }
-                }
-                b'{' | b'[' => self.open_container(byte)?,
-                b'}' | b']' => self.close_container(byte, found)?,
-                b' ' | b'\t' | b'\n' | b'\r' => {}
-                _ if self.open.is_empty() => return Err(self.error(NOT_JSON)),
-                _ => {}
+            Err((what, at)) => {
+                self.advance(&chunk[..=at.min(chunk.len() - 1)]);
+                Err(self.error(what))
             }
         }
-        Ok(())
     }
 
     /// Whether the listing ended whole, with its `jobs` array.
@@ -120,6 +89,98 @@ impl ListingCutter {
         }
     }
 
+    /// The cut of one chunk: strings are skipped to their next quote or
+    /// backslash, the bytes between structural ones in a container are
+    /// passed over, and an entry is copied in whole slices. An error names
+    /// what went wrong and the index of the byte where.
+    fn cut(
+        &mut self,
+        chunk: &[u8],
+        found: &mut impl FnMut(&[u8]),
+    ) -> Result<(), (&'static str, usize)> {
+        // Where the part of the entry being read that lies in this chunk begins.
+        let mut entry_from = 0;
+        let mut at = 0;
+        while at < chunk.len() {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                    at += 1;
+                    continue;
+                }
+                let rest = &chunk[at..];
+                let text = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                self.keep_key(&rest[..text]);
+                match rest.get(text) {
+                    Some(b'\\') => self.escaped = true,
+                    Some(_) => self.in_string = false,
+                    None => {}
+                }
+                at += text + 1;
+                continue;
+            }
+            let byte = chunk[at];
+            match byte {
+                b'"' if self.open.is_empty() => return Err((OTHER_SHAPE, at)),
+                b'"' => {
+                    self.in_string = true;
+                    if self.open.len() == 1 {
+                        self.key.clear();
+                    }
+                }
+                b'{' | b'[' => {
+                    self.open_container(byte).map_err(|what| (what, at))?;
+                    if byte == b'{' && self.in_jobs && self.open.len() == 3 {
+                        self.entry = Some(Vec::new());
+                        entry_from = at;
+                    }
+                }
+                b'}' | b']' => {
+                    let closes_entry = self.open.len() == 3 && self.entry.is_some();
+                    self.close_container(byte).map_err(|what| (what, at))?;
+                    if closes_entry && let Some(mut entry) = self.entry.take() {
+                        extend_entry(&mut entry, &chunk[entry_from..=at]).map_err(|w| (w, at))?;
+                        found(&entry);
+                    }
+                }
+                b' ' | b'\t' | b'\n' | b'\r' => {}
+                _ if self.open.is_empty() => return Err((NOT_JSON, at)),
+                _ => {}
+            }
+            at += 1;
+            if !self.in_string && !self.open.is_empty() {
+                // Between strings in a container only quotes and brackets matter.
+                at += chunk[at..]
+                    .iter()
+                    .position(|b| STRUCTURAL[usize::from(*b)])
+                    .unwrap_or(chunk.len() - at);
+            }
+        }
+        if let Some(entry) = &mut self.entry {
+            extend_entry(entry, &chunk[entry_from..]).map_err(|w| (w, chunk.len() - 1))?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the start of a top-level string: a key.
+    fn keep_key(&mut self, text: &[u8]) {
+        if self.open.len() == 1 && self.key.len() < 8 {
+            let room = 8 - self.key.len();
+            self.key.extend_from_slice(&text[..text.len().min(room)]);
+        }
+    }
+
+    /// Moves the error position past `read`.
+    fn advance(&mut self, read: &[u8]) {
+        match memchr::memrchr(b'\n', read) {
+            Some(last) => {
+                self.line += memchr::memchr_iter(b'\n', read).count();
+                self.column = read.len() - last - 1;
+            }
+            None => self.column += read.len(),
+        }
+    }
+
     fn error(&self, what: &'static str) -> CutError {
         CutError {
             what,
@@ -128,38 +189,50 @@ impl ListingCutter {
         }
     }
 
-    fn open_container(&mut self, byte: u8) -> Result<(), CutError> {
+    fn open_container(&mut self, byte: u8) -> Result<(), &'static str> {
         if self.closed || (self.open.is_empty() && byte != b'{') {
-            return Err(self.error(OTHER_SHAPE));
+            return Err(OTHER_SHAPE);
         }
         if self.open.len() == 1 && byte == b'[' {
             self.in_jobs = self.key == b"jobs";
             self.seen_jobs |= self.in_jobs;
         }
-        if self.in_jobs && self.open.len() == 2 && byte == b'{' {
-            self.entry = Some(vec![b'{']);
-        }
         self.open.push(byte);
         Ok(())
     }
 
-    fn close_container(&mut self, byte: u8, found: &mut impl FnMut(&[u8])) -> Result<(), CutError> {
+    fn close_container(&mut self, byte: u8) -> Result<(), &'static str> {
         let opened = if byte == b'}' { b'{' } else { b'[' };
         if self.open.pop() != Some(opened) {
-            return Err(self.error(NOT_JSON));
+            return Err(NOT_JSON);
         }
         match self.open.len() {
-            2 => {
-                if let Some(entry) = self.entry.take() {
-                    found(&entry);
-                }
-            }
             1 => self.in_jobs = false,
             0 => self.closed = true,
             _ => {}
         }
         Ok(())
     }
+}
+
+/// The bytes that open or close a string or a container.
+const STRUCTURAL: [bool; 256] = {
+    let mut table = [false; 256];
+    table[b'"' as usize] = true;
+    table[b'{' as usize] = true;
+    table[b'}' as usize] = true;
+    table[b'[' as usize] = true;
+    table[b']' as usize] = true;
+    table
+};
+
+/// Adds `part` to an entry, within [`MAX_ENTRY_BYTES`].
+fn extend_entry(entry: &mut Vec<u8>, part: &[u8]) -> Result<(), &'static str> {
+    if entry.len() + part.len() > MAX_ENTRY_BYTES {
+        return Err(ENTRY_TOO_LONG);
+    }
+    entry.extend_from_slice(part);
+    Ok(())
 }
 
 /// The job id an entry names, found without decoding the entry: Flink
@@ -207,6 +280,42 @@ mod tests {
     }
 
     #[test]
+    fn every_entry_is_cut_as_serde_reads_it_whatever_its_strings_hold() {
+        let names = [
+            "plain",
+            r#"quote " brace { bracket ] backslash \ end"#,
+            "\\",
+            "\\\"",
+            "ends in backslash \\",
+            "tab\t newline\n é ✓ 𝄞",
+            "}]}]",
+        ];
+        let jobs: Vec<serde_json::Value> = names
+            .iter()
+            .enumerate()
+            .map(|(n, name)| {
+                serde_json::json!({"jid": format!("{n:032x}"), "name": name,
+                    "tasks": {"total": n, "running": [n, {"deep": "}"}]}})
+            })
+            .collect();
+        let answer = serde_json::json!({"other": {"jobs": "not these"}, "jobs": jobs});
+        for pretty in [false, true] {
+            let text = match pretty {
+                true => serde_json::to_vec_pretty(&answer).unwrap(),
+                false => serde_json::to_vec(&answer).unwrap(),
+            };
+            for chunk in (1..=17).chain([text.len()]) {
+                let entries: Vec<serde_json::Value> = cut(&text, chunk)
+                    .unwrap()
+                    .iter()
+                    .map(|e| serde_json::from_str(e).unwrap())
+                    .collect();
+                assert_eq!(entries, jobs, "chunks of {chunk}, pretty {pretty}");
+            }
+        }
+    }
+
+    #[test]
     fn what_is_not_a_listing_is_named_with_where_it_went_wrong() {
         let what = |answer: &[u8]| cut(answer, 4).map_err(|e| (e.what, e.line, e.column));
         assert_eq!(what(b"<html>"), Err((NOT_JSON, 1, 1)));
@@ -222,6 +331,8 @@ mod tests {
             "n".repeat(MAX_ENTRY_BYTES)
         );
         assert_eq!(what(long.as_bytes()).unwrap_err().0, ENTRY_TOO_LONG);
+        let whole = cut(long.as_bytes(), long.len()).unwrap_err();
+        assert_eq!(whole.what, ENTRY_TOO_LONG);
     }
 
     #[test]

@@ -215,12 +215,19 @@ impl Services {
         seen: Option<&FlinkJob>,
         budget: &RequestBudget,
     ) -> Result<Examined, ServiceError> {
+        let per_second = engine.descriptor.settings.max_requests_per_second;
+        let mut budgeted = false;
         let job = match seen {
-            // Acted on as the store has it now, not as mirrored.
+            // The detail read's budget first, so that a job left waiting for
+            // it costs nothing more; then acted on as the store has it now.
             Some(seen) if job.engine_job_id.is_some() && moved(&job, seen) => {
-                match self.store.watched_job(&job.id).await? {
-                    Some(fresh) if !fresh.status.is_globally_terminal() => fresh,
-                    _ => return Ok(Examined::Done(job.id)),
+                budgeted = budget.take(per_second);
+                match budgeted {
+                    true => match self.store.watched_job(&job.id).await? {
+                        Some(fresh) if !fresh.status.is_globally_terminal() => fresh,
+                        _ => return Ok(Examined::Done(job.id)),
+                    },
+                    false => job,
                 }
             }
             _ => job,
@@ -231,7 +238,10 @@ impl Services {
                 note: Some("no engine job id: attach Flink's JobID to watch the job".into()),
                 ..before.clone()
             },
-            (Some(_), Some(seen)) => self.follow(engine, flink, &job, seen, budget).await?,
+            (Some(_), Some(seen)) => {
+                self.follow(engine, flink, &job, seen, budgeted, budget)
+                    .await?
+            }
             (Some(flink_id), None) => {
                 let watch = self
                     .conclude_missing(engine, &job, flink_id, budget)
@@ -256,13 +266,15 @@ impl Services {
     }
 
     /// A job the cluster knows: when its state moved, the statuses it
-    /// passed through are applied in order.
+    /// passed through are applied in order, once the budget allowed
+    /// reading its details (`budgeted`).
     async fn follow(
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
         job: &WatchedJob,
         seen: &FlinkJob,
+        budgeted: bool,
         budget: &RequestBudget,
     ) -> Result<JobWatch, ServiceError> {
         let now = Utc::now();
@@ -278,11 +290,11 @@ impl Services {
         if !moved(job, seen) {
             return Ok(watch);
         }
-        let per_second = engine.descriptor.settings.max_requests_per_second;
-        if !budget.take(per_second) {
+        if !budgeted {
             watch.note = Some("waiting for the engine's request budget".into());
             return Ok(watch);
         }
+        let per_second = engine.descriptor.settings.max_requests_per_second;
         let details = match flink.job(&seen.id).await {
             Ok(details) => details,
             Err(error) => {
