@@ -3,7 +3,9 @@
 //! back) against a real `ctasd serve` on a PostgreSQL store, with a jdbc
 //! catalog on PostgreSQL as the target, then lists every job, 1000 a page.
 //! Prints throughput, latency per endpoint, errors, lost or double commits,
-//! and the server's peak RSS.
+//! the server's peak RSS, and what each finished job cost the store: the
+//! statements ctasd sent it (counted by a relay in front of PostgreSQL) and
+//! the database's growth.
 //!
 //! ```sh
 //! cargo bench --bench load -- --clients 64 --seconds 60
@@ -24,7 +26,7 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio::sync::Mutex;
 
 mod support;
-use support::{Samples, Server, admin, ms, with_database};
+use support::{Samples, Server, StatementCounter, admin, ms, with_database};
 
 #[derive(Parser)]
 struct Args {
@@ -202,7 +204,10 @@ async fn main() {
 }
 
 async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String> {
-    let server = Server::start(Some(&with_database(&args.common.postgres_url, store_db))).await;
+    // The store's statements pass through a counter on their way.
+    let store_url = with_database(&args.common.postgres_url, store_db);
+    let counter = StatementCounter::start(StatementCounter::upstream_of(&store_url)).await;
+    let server = Server::start(Some(&counter.relayed(&store_url))).await;
     let base = server.base.clone();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.clients)
@@ -246,6 +251,15 @@ async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String>
         "load: {} clients for {} s, {} rows per job, ctasd on a PostgreSQL store, jdbc target on PostgreSQL",
         args.clients, args.seconds, args.rows
     );
+    let store_bytes = |db: &str| {
+        sqlx::query_scalar::<_, i64>("SELECT pg_database_size($1)")
+            .bind(db.to_owned())
+            .fetch_one(&target)
+    };
+    let (statements_before, bytes_before) = (
+        counter.statements(),
+        store_bytes(store_db).await.map_err(|e| e.to_string())?,
+    );
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.seconds);
     let clients: Vec<_> = (0..args.clients)
@@ -264,6 +278,8 @@ async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String>
         client.await.unwrap();
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let statements = counter.statements() - statements_before;
+    let stored_bytes = store_bytes(store_db).await.map_err(|e| e.to_string())? - bytes_before;
 
     // Then the whole list, a page of 1000 jobs at a time.
     let mut page_token: Option<String> = None;
@@ -338,6 +354,11 @@ async fn run(args: &Args, store_db: &str, target_db: &str) -> Result<(), String>
         jobs as f64 / elapsed,
         bench.transitions.load(Ordering::Relaxed) as f64 / elapsed,
         requests as f64 / elapsed
+    );
+    println!(
+        "load: store cost per finished job: {:.1} statements (queries and executes sent), {:.0} bytes of database growth",
+        statements as f64 / jobs.max(1) as f64,
+        stored_bytes as f64 / jobs.max(1) as f64
     );
     println!(
         "load: {:<30} {:>8} {:>9} {:>9} {:>9}",

@@ -5,7 +5,8 @@
 //!   RUNNING, FINISHED: staging renamed, read), against the same store
 //!   statements and DDL replayed as raw SQL by `pgbench` through the same
 //!   PostgreSQL (no rows written by either; the replay also drops the table,
-//!   so its target does not grow).
+//!   so its target does not grow); and the statements each sent its store
+//!   per lifecycle, ctasd's counted by a relay in front of PostgreSQL.
 //! - Status reports that imply no action (a streaming job moving between
 //!   `RUNNING` and `RESTARTING`) over HTTP, against one `UPDATE` of the job's
 //!   row replayed by `pgbench` through the same PostgreSQL.
@@ -29,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 mod support;
-use support::{Samples, Server, admin, ms, unique_database, with_database};
+use support::{Samples, Server, StatementCounter, admin, ms, unique_database, with_database};
 
 #[derive(Parser)]
 struct Args {
@@ -198,8 +199,13 @@ async fn lifecycle_ratio(args: &Load) -> Ratio {
     for database in [&store_db, &target_db] {
         admin(&args.postgres_url, &format!("CREATE DATABASE {database}")).await;
     }
-    let server = Server::start(Some(&with_database(&args.postgres_url, &store_db))).await;
+    // ctasd's store statements pass through a counter on their way.
+    let store_url = with_database(&args.postgres_url, &store_db);
+    let counter = StatementCounter::start(StatementCounter::upstream_of(&store_url)).await;
+    let server = Server::start(Some(&counter.relayed(&store_url))).await;
+    let counted_from = counter.statements();
     let lifecycles = http_lifecycles(&server, args, &target_db).await;
+    let statements = counter.statements() - counted_from;
     drop(server);
     for database in [&replay_db, &store_db, &target_db] {
         admin(
@@ -209,11 +215,21 @@ async fn lifecycle_ratio(args: &Load) -> Ratio {
         .await;
     }
 
-    let (lifecycles, mut samples, errors) = lifecycles;
-    let mut details = vec![format!(
-        "replay {:.1} lifecycles/s, {:.1} ms a lifecycle on average; ctasd {lifecycles:.1} jobs/s, {errors} errors",
-        replay.0, replay.1
-    )];
+    let (lifecycles, finished, mut samples, errors) = lifecycles;
+    let replayed_statements = REPLAYED_LIFECYCLE
+        .lines()
+        .filter(|l| l.ends_with(';') && !l.contains("target."))
+        .count();
+    let mut details = vec![
+        format!(
+            "replay {:.1} lifecycles/s, {:.1} ms a lifecycle on average; ctasd {lifecycles:.1} jobs/s, {errors} errors",
+            replay.0, replay.1
+        ),
+        format!(
+            "store statements per lifecycle: ctasd {:.1} (sent to its store, background work included), replay {replayed_statements}",
+            statements as f64 / finished.max(1) as f64
+        ),
+    ];
     for (step, latencies) in samples.iter_mut() {
         latencies.0.sort();
         details.push(format!(
@@ -426,7 +442,7 @@ async fn http_lifecycles(
     server: &Server,
     args: &Load,
     target_db: &str,
-) -> (f64, StepSamples, usize) {
+) -> (f64, usize, StepSamples, usize) {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.clients)
         .build()
@@ -505,6 +521,7 @@ async fn http_lifecycles(
     let finished = finished.load(std::sync::atomic::Ordering::Relaxed);
     (
         finished as f64 / elapsed,
+        finished,
         samples,
         errors.load(std::sync::atomic::Ordering::Relaxed),
     )

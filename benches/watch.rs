@@ -5,7 +5,9 @@
 //! counts every request.
 //!
 //! For each size it submits that many jobs (a hook each on the in-memory
-//! catalog) whose Flink jobs the stand-in lists as RUNNING, and prints:
+//! catalog, or with `--catalog filesystem` on a filesystem catalog in a
+//! scratch directory) whose Flink jobs the stand-in lists as RUNNING, and
+//! prints:
 //!
 //! - **catch-up**: from the last submission until ctasd shows every job
 //!   RUNNING, at the engine's default request budget;
@@ -38,7 +40,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 
 mod support;
-use support::{Samples, Server, get_json, ms, post_ok, register_mem};
+use support::{Samples, Server, get_json, ms, post_ok};
 
 #[derive(Parser)]
 struct Args {
@@ -59,6 +61,11 @@ struct Args {
     finish_rate: usize,
     #[arg(long, default_value_t = 20)]
     finish_seconds: u64,
+    /// Where the jobs' tables go: `memory` (the in-memory catalog, every
+    /// table kept in ctasd's memory) or `filesystem` (a scratch warehouse
+    /// directory; submissions are slower, each staging synced to disk).
+    #[arg(long, default_value = "memory")]
+    catalog: String,
     /// Submissions in flight at once.
     #[arg(long, default_value_t = 16)]
     clients: usize,
@@ -351,7 +358,7 @@ async fn submit_all(
                 let job = json!({"name": format!("w{n}"), "mode": "batch", "engine": "flink",
                     "engine_job_id": flink_id(n),
                     "hooks": [{"kind": "create_table_as",
-                               "target": {"catalog": "mem", "table": format!("t{n}")},
+                               "target": {"catalog": "tables", "table": format!("t{n}")},
                                "table": {"columns": [{"name": "n", "type": "INT"}]}}]});
                 let job = post_ok(&client, &format!("{base}/v1/jobs"), &job).await;
                 ids.lock().unwrap()[n] = job["id"].as_str().unwrap().to_owned();
@@ -376,7 +383,15 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
     let server = Server::start(None).await;
     let (base, pid) = (server.base.clone(), server.pid());
     let client = reqwest::Client::new();
-    register_mem(&client, &base).await;
+    let warehouse = tempfile::tempdir().unwrap();
+    let options = match args.catalog.as_str() {
+        "filesystem" => {
+            json!({"type": "filesystem", "path": warehouse.path(), "default-database": "db"})
+        }
+        _ => json!({"type": "generic_in_memory"}),
+    };
+    let catalog = json!({"name": "tables", "options": options});
+    post_ok(&client, &format!("{base}/v1/catalogs"), &catalog).await;
     let engine =
         json!({"name": "flink", "url": flink_url, "poll_interval_ms": args.poll_interval_ms});
     post_ok(&client, &format!("{base}/v1/engines"), &engine).await;

@@ -188,3 +188,106 @@ pub fn ms(d: Duration) -> f64 {
 pub async fn get_json(client: &reqwest::Client, url: &str) -> serde_json::Value {
     client.get(url).send().await.unwrap().json().await.unwrap()
 }
+
+/// A relay to PostgreSQL that counts the statements its clients send: each
+/// simple-protocol `Query` and each extended-protocol `Execute` (sqlx sends
+/// a statement as Parse/Bind/Execute, `BEGIN` and `COMMIT` as queries).
+/// Point a client at `127.0.0.1:<port>` with `sslmode=disable`, so that
+/// the messages stay readable.
+pub struct StatementCounter {
+    pub port: u16,
+    counted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl StatementCounter {
+    /// Relays every connection to `upstream` (`host:port`).
+    pub async fn start(upstream: &str) -> StatementCounter {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (upstream, counting) = (upstream.to_owned(), counted.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (upstream, counting) = (upstream.clone(), counting.clone());
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let answers = tokio::io::copy(&mut server_read, &mut client_write);
+                    let asks = relay_counting(&mut client_read, &mut server_write, &counting);
+                    let _ = tokio::join!(answers, asks);
+                });
+            }
+        });
+        StatementCounter { port, counted }
+    }
+
+    /// `url` (`postgres://user@host:port/database`) through this relay.
+    pub fn relayed(&self, url: &str) -> String {
+        let (scheme_user, rest) = url.split_once('@').expect("a URL with a user");
+        let (_, database) = rest.split_once('/').expect("a URL with a database");
+        format!(
+            "{scheme_user}@127.0.0.1:{}/{database}?sslmode=disable",
+            self.port
+        )
+    }
+
+    /// The `host:port` of the PostgreSQL in `url`.
+    pub fn upstream_of(url: &str) -> &str {
+        let rest = url.split_once('@').map_or(url, |(_, rest)| rest);
+        let rest = rest.split_once("//").map_or(rest, |(_, rest)| rest);
+        rest.split('/').next().expect("a host")
+    }
+
+    /// Statements sent so far, by every connection.
+    pub fn statements(&self) -> u64 {
+        self.counted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Copies a client's messages to the server, counting `Q` and `E` ones.
+async fn relay_counting(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    counted: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The startup message, and an SSL or GSS request before it, carry no
+    // type byte; every message after the startup does.
+    const ENCRYPTION_REQUESTS: [u32; 2] = [80877103, 80877104];
+    let mut typed = false;
+    let mut unread: Vec<u8> = Vec::new();
+    let mut buffer = vec![0; 64 << 10];
+    loop {
+        let read = from.read(&mut buffer).await?;
+        if read == 0 {
+            return to.shutdown().await;
+        }
+        to.write_all(&buffer[..read]).await?;
+        unread.extend_from_slice(&buffer[..read]);
+        let mut at = 0;
+        loop {
+            let length_at = at + usize::from(typed);
+            let Some(length) = unread.get(length_at..length_at + 4) else {
+                break;
+            };
+            let end = length_at + u32::from_be_bytes(length.try_into().unwrap()) as usize;
+            if unread.len() < end {
+                break;
+            }
+            if typed {
+                if matches!(unread[at], b'Q' | b'E') {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            } else {
+                let code = u32::from_be_bytes(unread[at + 4..at + 8].try_into().unwrap());
+                typed = !ENCRYPTION_REQUESTS.contains(&code);
+            }
+            at = end;
+        }
+        unread.drain(..at);
+    }
+}
