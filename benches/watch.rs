@@ -281,11 +281,12 @@ fn cpu_seconds(pid: u32, ticks_per_second: f64) -> f64 {
     ticks as f64 / ticks_per_second
 }
 
-fn rss_mib(pid: u32) -> f64 {
+/// One `/proc/<pid>/status` figure (`VmRSS`, `RssAnon`, `RssFile`), in MiB.
+fn rss_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
@@ -428,12 +429,14 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
     let polls = counts.overview.max(1) as f64;
     let periods = poll_periods(&cluster, idle_from);
     println!(
-        "watch: {watched:>6} idle     | CPU {:.3} s/s, {:.2} µs per watched job per poll | poll period p50/p99/max {} | {:.2} requests per poll | RSS {:.0} MiB",
+        "watch: {watched:>6} idle     | CPU {:.3} s/s, {:.2} µs per watched job per poll | poll period p50/p99/max {} | {:.2} requests per poll | RSS {:.0} MiB ({:.0} anonymous, {:.0} file)",
         cpu / args.idle_seconds as f64,
         cpu * 1e6 / (polls * watched as f64),
         quantiles(&periods),
         counts.all() as f64 / polls,
-        rss_mib(pid)
+        rss_mib(pid, "VmRSS"),
+        rss_mib(pid, "RssAnon"),
+        rss_mib(pid, "RssFile"),
     );
 
     // Finishing: `finish_rate` jobs a second end in Flink.
