@@ -61,16 +61,23 @@ struct Args {
     finish_rate: usize,
     #[arg(long, default_value_t = 20)]
     finish_seconds: u64,
-    /// Where the jobs' tables go: `memory` (the in-memory catalog, every
-    /// table kept in ctasd's memory) or `filesystem` (a scratch warehouse
-    /// directory; submissions are slower, each staging synced to disk).
-    #[arg(long, default_value = "memory")]
-    catalog: String,
+    /// Where the jobs' tables go.
+    #[arg(long, value_enum, default_value_t = Catalog::Memory)]
+    catalog: Catalog,
     /// Submissions in flight at once.
     #[arg(long, default_value_t = 16)]
     clients: usize,
     #[command(flatten)]
     common: support::CommonArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Catalog {
+    /// The in-memory catalog: every table kept in ctasd's memory.
+    Memory,
+    /// A scratch warehouse directory: submissions are slower, each staging
+    /// synced to disk.
+    Filesystem,
 }
 
 /// Flink's job statuses, in the order `/jobs/<id>` lists their timestamps.
@@ -385,11 +392,11 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
     let (base, pid) = (server.base.clone(), server.pid());
     let client = reqwest::Client::new();
     let warehouse = tempfile::tempdir().unwrap();
-    let options = match args.catalog.as_str() {
-        "filesystem" => {
+    let options = match args.catalog {
+        Catalog::Filesystem => {
             json!({"type": "filesystem", "path": warehouse.path(), "default-database": "db"})
         }
-        _ => json!({"type": "generic_in_memory"}),
+        Catalog::Memory => json!({"type": "generic_in_memory"}),
     };
     let catalog = json!({"name": "tables", "options": options});
     post_ok(&client, &format!("{base}/v1/catalogs"), &catalog).await;

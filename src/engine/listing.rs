@@ -74,7 +74,7 @@ impl ListingCutter {
                 Ok(())
             }
             Err((what, at)) => {
-                self.advance(&chunk[..=at.min(chunk.len() - 1)]);
+                self.advance(&chunk[..=at]);
                 Err(self.error(what))
             }
         }
