@@ -1,10 +1,11 @@
 //! The loops that run beside the requests, each on its own schedule: the
 //! resumer (due hook actions), the watcher (registered engines' jobs), the
-//! events (the outbox fanned out, deliveries sent) and the retention
-//! (ended jobs). They start once the service is ready and
+//! events (the outbox fanned out, deliveries sent), the keys (expired
+//! idempotency keys) and the retention (ended jobs). They start once the service is ready and
 //! stop together, each finishing the round it is in.
 
 mod events;
+mod keys;
 mod resume;
 mod retention;
 mod watcher;
@@ -14,6 +15,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+pub use keys::KeyLifetimes;
 
 use crate::hooks::HookRunner;
 use crate::service::Services;
@@ -51,11 +54,12 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts the resumer and the watcher, and the retention when one is
-    /// configured (`None` keeps every job).
+    /// Starts the resumer, the watcher, the events and the keys' purge,
+    /// and the retention when one is configured (`None` keeps every job).
     pub fn start(
         services: Arc<Services>,
         hooks: Arc<HookRunner>,
+        keys: KeyLifetimes,
         retention: Option<Duration>,
     ) -> Self {
         let (stop, stopping) = watch::channel(false);
@@ -63,6 +67,7 @@ impl Background {
             resume::spawn(hooks, stopping.clone()),
             watcher::spawn(services.clone(), stopping.clone()),
             events::spawn(services.clone(), stopping.clone()),
+            keys::spawn(services.clone(), keys, stopping.clone()),
         ];
         if let Some(retention) = retention {
             loops.push(retention::spawn(services, retention, stopping));

@@ -12,6 +12,7 @@ mod starting;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -19,7 +20,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::api::{self, AppState};
-use crate::background::Background;
+use crate::background::{Background, KeyLifetimes};
 use crate::catalog::installation::Installation;
 use crate::catalog::{LiveCatalogs, ProtectedPaths};
 use crate::config::{ServeSettings, StoreSettings};
@@ -144,9 +145,9 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     let (current_app, app) = watch::channel(waiting.router());
     let limits = connections::ConnectionLimits {
         max_connections: connections::connections_that_fit(settings.max_connections),
-        header_read_timeout: std::time::Duration::from_secs(settings.header_read_timeout_secs),
-        idle_timeout: std::time::Duration::from_secs(settings.idle_timeout_secs),
-        drain_timeout: settings.request_timeout() + std::time::Duration::from_secs(5),
+        header_read_timeout: Duration::from_secs(settings.header_read_timeout_secs),
+        idle_timeout: Duration::from_secs(settings.idle_timeout_secs),
+        drain_timeout: settings.request_timeout() + Duration::from_secs(5),
     };
     let (shutdown, signal) = oneshot::channel::<()>();
     let task = tokio::spawn(connections::serve(
@@ -196,7 +197,16 @@ pub async fn start(settings: ServeSettings) -> anyhow::Result<RunningServer> {
     // Resumes actions left unfinished by a crash and retries failed
     // attempts, follows the jobs of registered engines, and purges jobs
     // that ended long ago.
-    let background = Background::start(services.clone(), hooks, settings.ended_job_retention());
+    let keys = KeyLifetimes {
+        lifetime: Duration::from_secs(settings.idempotency_key_lifetime_secs),
+        abandoned_after: api::idempotency::CLAIM_LEASE,
+    };
+    let background = Background::start(
+        services.clone(),
+        hooks,
+        keys,
+        settings.ended_job_retention(),
+    );
     let warm_up = tokio::spawn(async move { services.warm_up_catalogs().await });
     Ok(RunningServer {
         addr,

@@ -1,6 +1,7 @@
 //! Idempotency keys as a use case: a POST retried with the same key gets
 //! the first answer again for the key's lifetime, instead of a second job
-//! or a 409 for a catalog its first attempt created.
+//! or a 409 for a catalog its first attempt created. Keys past their
+//! lifetime are purged by the background, not by the requests.
 
 use std::time::Duration;
 
@@ -9,6 +10,9 @@ use chrono::Utc;
 use super::{ServiceError, Services};
 use crate::store::KeyUse;
 pub use crate::store::{KeyClaim, StoredAnswer};
+
+/// Keys deleted by one statement of a purge, at most.
+const KEY_PURGE_BATCH: i64 = 1_000;
 
 impl Services {
     /// Claims `key` for `caller`'s request (`request` is its digest). A key
@@ -34,6 +38,29 @@ impl Services {
             .store
             .claim_idempotency_key(&key_use, before(lifetime), before(abandoned_after))
             .await?)
+    }
+
+    /// Deletes the keys older than `lifetime` and the claims unanswered
+    /// for `abandoned_after`, a batch per statement, so that no statement
+    /// holds the store's writer for long; how many.
+    pub async fn purge_idempotency_keys(
+        &self,
+        lifetime: Duration,
+        abandoned_after: Duration,
+    ) -> Result<u64, ServiceError> {
+        let now_ms = Utc::now().timestamp_millis();
+        let before = |age: Duration| now_ms - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        let mut purged = 0;
+        loop {
+            let batch = self
+                .store
+                .purge_idempotency_keys(before(lifetime), before(abandoned_after), KEY_PURGE_BATCH)
+                .await?;
+            purged += batch;
+            if batch == 0 {
+                return Ok(purged);
+            }
+        }
     }
 
     pub async fn renew_idempotency_claim(

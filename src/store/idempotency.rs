@@ -1,6 +1,7 @@
 //! Idempotency keys: the first answer to a POST, kept so that a retry of
 //! the same request gets it again instead of doing the work twice. Written
-//! once for both backends; expired keys are purged as new ones come. An
+//! once for both backends; expired keys are taken over by a new claim and
+//! purged in batches on a timer, never on a request's path. An
 //! answer is kept sealed, like a secret: whatever it quotes (a statement's
 //! text, a target's words) is never in the store in plain text.
 
@@ -67,30 +68,26 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
         abandoned_before_ms: i64,
     ) -> Result<KeyClaim, StoreError> {
         let mut pool = self.pool();
-        // Expired keys go; so does a claim whose request never finished
-        // (its process died): nobody is waiting for that answer any more.
-        // Two statements, each a range of its own index (by age; unanswered
-        // by age), so the purge visits only what it deletes: one statement
-        // with `OR` visits every key younger than the lifetime.
-        pool.execute(
-            Query::new("DELETE FROM idempotency_keys WHERE created_at < $1").int(expired_before_ms),
-        )
-        .await?;
-        pool.execute(
-            Query::new("DELETE FROM idempotency_keys WHERE status IS NULL AND created_at < $1")
-                .int(abandoned_before_ms),
-        )
-        .await?;
+        // An expired key, or a claim whose request never finished (its
+        // process died: nobody waits for that answer any more), is taken
+        // over in place; the purge of such rows runs on a timer, so a claim
+        // costs the same however many keys are kept.
         let inserted = pool
             .execute(
                 Query::new(
                     "INSERT INTO idempotency_keys (caller, key, request, created_at) \
-                     VALUES ($1, $2, $3, $4) ON CONFLICT (caller, key) DO NOTHING",
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (caller, key) DO UPDATE SET \
+                     request = excluded.request, status = NULL, content_type = NULL, \
+                     location = NULL, body = NULL, created_at = excluded.created_at \
+                     WHERE idempotency_keys.created_at < $5 \
+                     OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < $6)",
                 )
                 .text(key.caller)
                 .text(key.key)
                 .text(key.request)
-                .int(key.now_ms),
+                .int(key.now_ms)
+                .int(expired_before_ms)
+                .int(abandoned_before_ms),
             )
             .await?;
         if inserted == 1 {
@@ -183,5 +180,37 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
         };
         self.pool().execute(query).await?;
         Ok(())
+    }
+
+    async fn purge_idempotency_keys(
+        &self,
+        expired_before_ms: i64,
+        abandoned_before_ms: i64,
+        batch: i64,
+    ) -> Result<u64, StoreError> {
+        // Each statement a range of its own index (by age; unanswered by
+        // age), so a purge visits only what it deletes.
+        let mut pool = self.pool();
+        let expired = pool
+            .execute(
+                Query::new(
+                    "DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key \
+                     FROM idempotency_keys WHERE created_at < $1 LIMIT $2)",
+                )
+                .int(expired_before_ms)
+                .int(batch),
+            )
+            .await?;
+        let abandoned = pool
+            .execute(
+                Query::new(
+                    "DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key \
+                     FROM idempotency_keys WHERE status IS NULL AND created_at < $1 LIMIT $2)",
+                )
+                .int(abandoned_before_ms)
+                .int(batch),
+            )
+            .await?;
+        Ok(expired + abandoned)
     }
 }

@@ -507,9 +507,9 @@ pub trait Ledger: Send + Sync {
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
     /// Claims `key` for this request, or says why not (running, used for
-    /// another request, or answered already: the answer to replay). Keys
-    /// created before `expired_before_ms`, and unanswered claims made
-    /// before `abandoned_before_ms`, are forgotten first.
+    /// another request, or answered already: the answer to replay). A key
+    /// created before `expired_before_ms`, or an unanswered claim made
+    /// before `abandoned_before_ms`, is claimed afresh.
     async fn claim_idempotency_key(
         &self,
         key: &KeyUse<'_>,
@@ -535,6 +535,15 @@ pub trait IdempotencyStore: Send + Sync {
         key: &str,
         answer: Option<&StoredAnswer>,
     ) -> Result<(), StoreError>;
+
+    /// Deletes up to `batch` expired keys and up to `batch` abandoned
+    /// claims (as [`Self::claim_idempotency_key`] tells them); how many.
+    async fn purge_idempotency_keys(
+        &self,
+        expired_before_ms: i64,
+        abandoned_before_ms: i64,
+        batch: i64,
+    ) -> Result<u64, StoreError>;
 }
 
 /// Everything ctasd keeps: catalogs, jobs and the ledger, in one database.

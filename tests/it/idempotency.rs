@@ -232,3 +232,126 @@ async fn a_kept_answer_sealed_with_a_key_no_longer_given_is_not_run_again() {
     assert!(again.detail().contains("k-retired"), "{}", again.text);
     assert_eq!(job_count(&app).await, 1, "the request did not run again");
 }
+
+/// Keys planted behind ctasd's back, each `(key, answered, age in ms)`,
+/// on whichever store `app` runs on.
+async fn plant_keys(app: &TestApp, keys: &[(String, bool, i64)]) {
+    use sqlx::Connection;
+    let now = chrono::Utc::now().timestamp_millis();
+    let insert = "INSERT INTO idempotency_keys (caller, key, request, status, created_at) \
+                  VALUES ('', $1, 'x', $2, $3)";
+    let store = &app.settings().store;
+    macro_rules! plant {
+        ($conn:expr) => {{
+            let mut conn = $conn;
+            let mut tx = conn.begin().await.unwrap();
+            for (key, answered, age_ms) in keys {
+                sqlx::query(insert)
+                    .bind(key)
+                    .bind(answered.then_some(201_i64))
+                    .bind(now - age_ms)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+            }
+            tx.commit().await.unwrap();
+        }};
+    }
+    match store.database_url() {
+        Some(url) => plant!(sqlx::PgConnection::connect(url).await.unwrap()),
+        None => {
+            let file = store.data_dir.join("ctasd.db");
+            let url = format!("sqlite://{}", file.display());
+            plant!(sqlx::SqliteConnection::connect(&url).await.unwrap())
+        }
+    }
+}
+
+const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+
+#[tokio::test]
+async fn a_key_past_its_lifetime_is_claimed_afresh_in_place() {
+    let app = TestApp::spawn().await;
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    plant_keys(&app, &[("yesterday".into(), true, DAY_MS + 60_000)]).await;
+
+    // Its first answer (planted for another request) is not replayed: the
+    // key is free again, though no purge has run since it expired.
+    let fresh = post_with_key(&app, "/v1/jobs", "yesterday", &job("a")).await;
+    let again = post_with_key(&app, "/v1/jobs", "yesterday", &job("a")).await;
+
+    assert_eq!(fresh.status, 201, "{}", fresh.text);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, fresh.body);
+    assert_eq!(job_count(&app).await, 1);
+}
+
+#[tokio::test]
+async fn expired_keys_and_dead_claims_are_purged_in_batches_and_live_ones_stay() {
+    expired_keys_are_purged(TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn expired_keys_and_dead_claims_are_purged_on_postgresql_too() {
+    let Some(store) = TestPostgres::create().await else {
+        return;
+    };
+    expired_keys_are_purged(TestApp::spawn_with(Some(&store.url)).await).await;
+}
+
+async fn expired_keys_are_purged(app: TestApp) {
+    app.register("mem", json!({"type": "generic_in_memory"}))
+        .await;
+    // More expired keys than one batch deletes, and one dead claim.
+    let mut planted: Vec<(String, bool, i64)> = (0..2_500)
+        .map(|i| (format!("old-{i}"), true, DAY_MS + 1_000 + i))
+        .collect();
+    planted.push(("died".into(), false, 60_000));
+    planted.push(("answered-an-hour-ago".into(), true, 3_600_000));
+    planted.push(("running-now".into(), false, 0));
+    plant_keys(&app, &planted).await;
+    let kept = post_with_key(&app, "/v1/jobs", "posted-now", &job("a")).await;
+    assert_eq!(kept.status, 201, "{}", kept.text);
+
+    // The background purges as the server starts, then every minute.
+    let app = app.restart().await;
+    let mut left = kept_keys(&app).await;
+    for _ in 0..100 {
+        if left.len() <= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        left = kept_keys(&app).await;
+    }
+    assert_eq!(
+        left,
+        ["answered-an-hour-ago", "posted-now", "running-now"],
+        "every expired key and the dead claim deleted, nothing else"
+    );
+}
+
+/// The keys the store keeps, sorted.
+async fn kept_keys(app: &TestApp) -> Vec<String> {
+    use sqlx::Connection;
+    let select = "SELECT key FROM idempotency_keys ORDER BY key";
+    let store = &app.settings().store;
+    match store.database_url() {
+        Some(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::query_scalar(select)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap()
+        }
+        None => {
+            let file = store.data_dir.join("ctasd.db");
+            let url = format!("sqlite://{}", file.display());
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::query_scalar(select)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap()
+        }
+    }
+}
