@@ -62,6 +62,17 @@ pub struct FlinkJob {
     pub last_modification: i64,
 }
 
+/// What reads a listing: the jobs it watches, as they are listed.
+pub trait ListingReader {
+    /// Whether the job Flink lists as `id` is watched: only a watched job's
+    /// entry is decoded.
+    fn watches(&self, id: &str) -> bool;
+
+    /// A watched job, as listed. A listing that turns out unreadable after
+    /// some of its jobs were read fails as a whole.
+    fn read(&mut self, job: FlinkJob);
+}
+
 /// A job as `/jobs/<id>` details it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlinkJobDetails {
@@ -183,10 +194,11 @@ impl FlinkClient {
         Ok(quoted(&config.flink_version))
     }
 
-    /// The jobs the cluster lists that `watched` names, with their states.
-    /// The listing is read as it streams in and only watched jobs' entries
-    /// are decoded (see [`super::listing`]), however many jobs it lists.
-    pub async fn jobs(&self, watched: impl Fn(&str) -> bool) -> Result<Vec<FlinkJob>, FlinkError> {
+    /// Reads the cluster's listing into `reader`: the entries of the jobs
+    /// it watches, each as soon as it has arrived. The listing is read as it
+    /// streams in and only watched jobs' entries are decoded (see
+    /// [`super::listing`]), however many jobs it lists.
+    pub async fn jobs(&self, reader: &mut impl ListingReader) -> Result<(), FlinkError> {
         let url = self.base.join("/jobs/overview");
         let unexpected = |reason: String| FlinkError::Unexpected {
             url: url.clone(),
@@ -197,7 +209,6 @@ impl FlinkClient {
             return Err(unexpected(format!("HTTP {}", response.status())));
         }
         let mut cutter = ListingCutter::default();
-        let mut jobs = Vec::new();
         let mut unreadable = None;
         let mut read = 0;
         while let Some(chunk) = response
@@ -216,14 +227,15 @@ impl FlinkClient {
                 )));
             }
             let found = &mut |entry: &[u8]| {
-                if unreadable.is_some() || entry_job_id(entry).is_some_and(|id| !watched(id)) {
+                if unreadable.is_some() || entry_job_id(entry).is_some_and(|id| !reader.watches(id))
+                {
                     return;
                 }
                 match serde_json::from_slice::<OverviewJob>(entry) {
                     // A state this build does not know is left for a later one.
-                    Ok(job) if watched(&job.jid) => {
+                    Ok(job) if reader.watches(&job.jid) => {
                         if let Ok(state) = job.state.parse() {
-                            jobs.push(FlinkJob {
+                            reader.read(FlinkJob {
                                 id: job.jid,
                                 state,
                                 last_modification: job.last_modification,
@@ -241,7 +253,7 @@ impl FlinkClient {
         cutter.finish().map_err(|e| unexpected(not_a_listing(e)))?;
         match unreadable {
             Some(what) => Err(unexpected(what)),
-            None => Ok(jobs),
+            None => Ok(()),
         }
     }
 

@@ -8,5 +8,5 @@ pub mod flink;
 pub mod hosts;
 pub mod listing;
 
-pub use flink::{EngineHttp, FlinkClient, FlinkError, FlinkJob, FlinkJobDetails};
+pub use flink::{EngineHttp, FlinkClient, FlinkError, FlinkJob, FlinkJobDetails, ListingReader};
 pub use hosts::AllowedHosts;

@@ -1,13 +1,16 @@
 //! What a replica remembers between polls of one engine, so that a poll
 //! costs what moved rather than what is watched: the engine's request
-//! budget (shared by the jobs a poll examines side by side), and its watched jobs as the store last had them. A poll reads
-//! from the store only the jobs that changed since the poll before (a
-//! status report, a submission; through an index on the change time) and,
-//! for a job Flink moved, that job afresh before acting on it. Every job is
-//! read again now and then, and when this replica takes the engine over,
-//! so that a change another writer made is never missed for long.
+//! budget (shared by the jobs a poll examines side by side), and its
+//! watched jobs as the store last had them, found by ctasd's id and by
+//! Flink's. A poll reads from the store only the jobs that changed since
+//! the poll before (a status report, a submission; through an index on the
+//! change time) and, for a job Flink moved, that job afresh before acting
+//! on it. Every job is read again now and then, a page at a time into the
+//! mirror, and whole when this replica takes the engine over, so that a
+//! change another writer made is never missed for long.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -22,6 +25,8 @@ use crate::store::WatchedJob;
 
 /// How often every watched job is read again, whatever changed.
 const READ_WHOLE_EVERY: Duration = Duration::from_secs(60);
+/// Watched jobs read from the store at once when they are read whole.
+const WHOLE_READ_PAGE: usize = 2_000;
 /// How far a read of changes reaches back past the previous one: a change
 /// committed just after that read, or by a replica whose clock is a little
 /// behind, is still found.
@@ -79,10 +84,18 @@ impl RequestBudget {
 
 /// The engine's watched jobs, as the store last had them.
 pub(super) struct Mirror {
-    pub jobs: HashMap<JobId, Mirrored>,
+    jobs: HashMap<JobId, Mirrored>,
+    /// Flink's JobID of each mirrored job that has one: what a listing's
+    /// entry is matched with.
+    by_flink: HashMap<Box<str>, JobId>,
     /// The store time the next read of changes starts from.
     changes_since: DateTime<Utc>,
-    read_whole_at: Instant,
+    /// `None` until the first whole read.
+    read_whole_at: Option<Instant>,
+    /// Counts the listings matched, and the whole reads: a job marked with
+    /// the current count was found by it.
+    listings: u32,
+    whole_reads: u32,
 }
 
 /// One watched job, and when a poll last found it listed.
@@ -90,22 +103,46 @@ pub(super) struct Mirrored {
     pub job: WatchedJob,
     /// Kept in memory only: written when something else about the job is.
     pub listed_at: Option<DateTime<Utc>>,
+    found_in_listing: u32,
+    found_in_whole_read: u32,
 }
 
 impl Mirror {
+    /// Not read yet: the first read is whole.
     fn empty(read_at: DateTime<Utc>) -> Self {
         Self {
             jobs: HashMap::new(),
+            by_flink: HashMap::new(),
             changes_since: read_at,
-            read_whole_at: Instant::now(),
+            read_whole_at: None,
+            listings: 0,
+            whole_reads: 0,
         }
     }
 
     /// Keeps `job`, listed at `listed_at`, else when it was known to be.
     fn put(&mut self, job: WatchedJob, listed_at: Option<DateTime<Utc>>) {
-        let listed_at = listed_at.or_else(|| self.jobs.get(&job.id).and_then(|m| m.listed_at));
-        self.jobs
-            .insert(job.id.clone(), Mirrored { job, listed_at });
+        let found_in_whole_read = self.whole_reads;
+        if let Some(kept) = self.jobs.get_mut(&job.id) {
+            if kept.job.engine_job_id != job.engine_job_id {
+                unindex(&mut self.by_flink, &kept.job);
+                index(&mut self.by_flink, &job);
+            }
+            kept.listed_at = listed_at.or(kept.listed_at);
+            kept.found_in_whole_read = found_in_whole_read;
+            kept.job = job;
+            return;
+        }
+        index(&mut self.by_flink, &job);
+        self.jobs.insert(
+            job.id.clone(),
+            Mirrored {
+                job,
+                listed_at,
+                found_in_listing: 0,
+                found_in_whole_read,
+            },
+        );
     }
 
     /// Takes in jobs read from the store; a finished one is watched no more.
@@ -134,7 +171,91 @@ impl Mirror {
 
     /// Forgets a job the store no longer has, or that finished.
     pub fn forget(&mut self, job: &JobId) {
-        self.jobs.remove(job);
+        if let Some(gone) = self.jobs.remove(job) {
+            unindex(&mut self.by_flink, &gone.job);
+        }
+    }
+
+    /// Starts matching a new listing: every job is unfound in it so far.
+    pub fn begin_listing(&mut self) {
+        self.listings = self.listings.wrapping_add(1);
+    }
+
+    /// Whether a job is watched under Flink's JobID `flink_id`.
+    pub fn watches(&self, flink_id: &str) -> bool {
+        self.by_flink.contains_key(flink_id)
+    }
+
+    /// The job watched under `flink_id`, marked found by the listing being
+    /// matched; `None` if none is, or it was found already.
+    pub fn found(&mut self, flink_id: &str) -> Option<&mut Mirrored> {
+        let job = self.by_flink.get(flink_id)?;
+        let kept = self.jobs.get_mut(job)?;
+        if kept.found_in_listing == self.listings {
+            return None;
+        }
+        kept.found_in_listing = self.listings;
+        Some(kept)
+    }
+
+    /// The jobs the listing being matched did not list.
+    pub fn unfound(&self) -> impl Iterator<Item = &Mirrored> {
+        let listing = self.listings;
+        self.jobs
+            .values()
+            .filter(move |kept| kept.found_in_listing != listing)
+    }
+
+    /// Reads every watched job into the mirror, a page at a time; a job
+    /// the read did not find is forgotten.
+    async fn read_whole(
+        &mut self,
+        services: &Services,
+        name: &EngineName,
+    ) -> Result<(), ServiceError> {
+        self.whole_reads = self.whole_reads.wrapping_add(1);
+        let mut after = None;
+        loop {
+            let page = services
+                .store
+                .watched_jobs(name, after.as_ref(), WHOLE_READ_PAGE)
+                .await?;
+            let full = page.len() == WHOLE_READ_PAGE;
+            after = page.last().map(|job| job.id.clone());
+            for job in page {
+                self.put(job, None);
+            }
+            if !full {
+                break;
+            }
+        }
+        let read = self.whole_reads;
+        let unread: Vec<JobId> = self
+            .jobs
+            .values()
+            .filter(|kept| kept.found_in_whole_read != read)
+            .map(|kept| kept.job.id.clone())
+            .collect();
+        for job in &unread {
+            self.forget(job);
+        }
+        self.read_whole_at = Some(Instant::now());
+        Ok(())
+    }
+}
+
+fn index(by_flink: &mut HashMap<Box<str>, JobId>, job: &WatchedJob) {
+    if let Some(flink_id) = &job.engine_job_id {
+        by_flink.insert(flink_id.as_str().into(), job.id.clone());
+    }
+}
+
+fn unindex(by_flink: &mut HashMap<Box<str>, JobId>, job: &WatchedJob) {
+    if let Some(flink_id) = job.engine_job_id.as_deref()
+        && let Entry::Occupied(entry) = by_flink.entry(flink_id.into())
+        && entry.get() == &job.id
+    {
+        entry.remove();
     }
 }
 
@@ -148,27 +269,95 @@ impl Services {
         slot: &'m mut Option<Mirror>,
     ) -> Result<&'m mut Mirror, ServiceError> {
         let read_at = Utc::now();
-        match slot {
-            Some(mirror) if mirror.read_whole_at.elapsed() < READ_WHOLE_EVERY => {
-                let since = mirror.changes_since - CHANGES_OVERLAP;
-                let changed = self.store.watched_jobs_changed(name, since).await?;
-                mirror.merge(changed);
-                mirror.changes_since = read_at;
-            }
-            _ => {
-                // When each job was last listed is known only here.
-                let was = slot.take();
-                let mut whole = Mirror::empty(read_at);
-                for job in self.store.watched_jobs(name).await? {
-                    let listed_at = was
-                        .as_ref()
-                        .and_then(|was| was.jobs.get(&job.id))
-                        .and_then(|m| m.listed_at);
-                    whole.put(job, listed_at);
-                }
-                *slot = Some(whole);
-            }
+        let mirror = slot.get_or_insert_with(|| Mirror::empty(read_at));
+        let fresh = mirror
+            .read_whole_at
+            .is_some_and(|at| at.elapsed() < READ_WHOLE_EVERY);
+        if fresh {
+            let since = mirror.changes_since - CHANGES_OVERLAP;
+            let changed = self.store.watched_jobs_changed(name, since).await?;
+            mirror.merge(changed);
+        } else {
+            mirror.read_whole(self, name).await?;
         }
-        Ok(slot.as_mut().expect("the mirror was just read"))
+        mirror.changes_since = read_at;
+        Ok(mirror)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::job::JobStatus;
+
+    fn job(id: &JobId, flink_id: Option<&str>) -> WatchedJob {
+        WatchedJob {
+            id: id.clone(),
+            status: JobStatus::Running,
+            engine_job_id: flink_id.map(str::to_owned),
+            engine_applied_until: None,
+            created_at: Utc::now(),
+            watch: None,
+        }
+    }
+
+    #[test]
+    fn a_job_is_found_by_flinks_id_as_long_as_it_is_watched_under_it() {
+        let (a, b) = (JobId::generate(), JobId::generate());
+        let mut mirror = Mirror::empty(Utc::now());
+        mirror.put(job(&a, Some("f1")), None);
+        mirror.put(job(&b, None), None);
+        assert!(mirror.watches("f1"));
+
+        // Attached again, to another Flink job: only the new id finds it.
+        mirror.put(job(&a, Some("f2")), None);
+        mirror.put(job(&b, Some("f3")), None);
+        assert!(!mirror.watches("f1"));
+        assert!(mirror.watches("f2") && mirror.watches("f3"));
+
+        mirror.forget(&a);
+        assert!(!mirror.watches("f2"));
+        assert!(mirror.watches("f3"));
+        assert_eq!(mirror.jobs.len(), 1);
+        assert_eq!(mirror.by_flink.len(), 1);
+    }
+
+    #[test]
+    fn a_listing_finds_each_job_once_and_leaves_the_others_unfound() {
+        let (a, b, c) = (JobId::generate(), JobId::generate(), JobId::generate());
+        let mut mirror = Mirror::empty(Utc::now());
+        mirror.put(job(&a, Some("fa")), None);
+        mirror.put(job(&b, Some("fb")), None);
+        mirror.put(job(&c, None), None);
+
+        for _ in 0..2 {
+            mirror.begin_listing();
+            assert_eq!(
+                mirror.found("fa").map(|m| m.job.id.clone()),
+                Some(a.clone())
+            );
+            assert!(mirror.found("fa").is_none(), "listed twice, found once");
+            assert!(mirror.found("unknown").is_none());
+            let mut unfound: Vec<JobId> = mirror.unfound().map(|m| m.job.id.clone()).collect();
+            unfound.sort();
+            let mut expected = vec![b.clone(), c.clone()];
+            expected.sort();
+            assert_eq!(unfound, expected);
+        }
+    }
+
+    #[test]
+    fn when_a_job_was_listed_is_kept_when_the_store_says_nothing_of_it() {
+        let a = JobId::generate();
+        let mut mirror = Mirror::empty(Utc::now());
+        let listed = Utc::now();
+        mirror.put(job(&a, Some("fa")), Some(listed));
+        mirror.merge(vec![job(&a, Some("fa"))]);
+        assert_eq!(mirror.jobs[&a].listed_at, Some(listed));
+
+        let mut finished = job(&a, Some("fa"));
+        finished.status = JobStatus::Finished;
+        mirror.merge(vec![finished]);
+        assert!(mirror.jobs.is_empty() && mirror.by_flink.is_empty());
     }
 }

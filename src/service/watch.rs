@@ -9,14 +9,13 @@
 //! engine's rule: its HistoryServer, if one is configured, else FAILED
 //! once the grace period has passed, so that no staging stays forever.
 
-use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
 use chrono::{DateTime, Utc};
 
-use super::mirror::{EngineWatch, RequestBudget};
+use super::mirror::{EngineWatch, Mirror, RequestBudget};
 use super::{ServiceError, Services};
 use crate::domain::EngineName;
 use crate::domain::engine::{
@@ -24,7 +23,7 @@ use crate::domain::engine::{
 };
 use crate::domain::job::{JobId, JobStatus, StatusReport};
 use crate::domain::job_record::JobWatch;
-use crate::engine::{FlinkClient, FlinkError, FlinkJob};
+use crate::engine::{FlinkClient, FlinkError, FlinkJob, ListingReader};
 use crate::store::WatchedJob;
 
 /// How often a reachable engine's `checked_at` is written, at most.
@@ -46,6 +45,70 @@ enum Examined {
         changed: bool,
         listed: bool,
     },
+}
+
+/// A watched job a poll has to examine: moved, missing or not yet seen.
+struct Due {
+    /// Whether Flink lists it ended: those are examined first.
+    ended: bool,
+    job: WatchedJob,
+    listed_at: Option<DateTime<Utc>>,
+    /// As Flink lists it, if it does.
+    seen: Option<FlinkJob>,
+}
+
+/// A listing matched with the mirror as it is read: a job listed just as
+/// the mirror has it is marked listed and costs nothing more; the others
+/// are due, and so is every job the listing did not list.
+struct Matching<'m> {
+    mirror: &'m mut Mirror,
+    now: DateTime<Utc>,
+    due: Vec<Due>,
+}
+
+impl<'m> Matching<'m> {
+    fn new(mirror: &'m mut Mirror) -> Self {
+        mirror.begin_listing();
+        Self {
+            mirror,
+            now: Utc::now(),
+            due: Vec::new(),
+        }
+    }
+
+    /// The jobs due, once the whole listing was read.
+    fn due(self) -> Vec<Due> {
+        let mut due = self.due;
+        due.extend(self.mirror.unfound().map(|kept| Due {
+            ended: false,
+            job: kept.job.clone(),
+            listed_at: kept.listed_at,
+            seen: None,
+        }));
+        due
+    }
+}
+
+impl ListingReader for Matching<'_> {
+    fn watches(&self, id: &str) -> bool {
+        self.mirror.watches(id)
+    }
+
+    fn read(&mut self, seen: FlinkJob) {
+        let Some(kept) = self.mirror.found(&seen.id) else {
+            return;
+        };
+        if as_mirrored(&kept.job, &seen) {
+            kept.listed_at = Some(self.now);
+            return;
+        }
+        self.due.push(Due {
+            ended: seen.state.is_globally_terminal(),
+            job: kept.job.clone(),
+            listed_at: kept.listed_at,
+            seen: Some(seen),
+        });
+    }
 }
 
 /// How one poll went, for when to poll again.
@@ -95,34 +158,29 @@ impl Services {
             kept.mirror = None;
             return Ok(Polled::HeldElsewhere { interval });
         }
-        kept.budget.take(settings.max_requests_per_second);
+        let EngineWatch {
+            budget,
+            mirror: slot,
+        } = kept;
+        budget.take(settings.max_requests_per_second);
         let flink = self.flink(&settings.url);
-        let listing = match self.mirror(name, &mut kept.mirror).await {
-            Ok(mirror) => {
-                let watched: HashSet<&str> = mirror
-                    .jobs
-                    .values()
-                    .filter_map(|m| m.job.engine_job_id.as_deref())
-                    .collect();
-                flink.jobs(|id| watched.contains(id)).await
-            }
+        let mirror = match self.mirror(name, slot).await {
+            Ok(mirror) => mirror,
             Err(error) => {
                 kept.mirror = None;
                 return Err(error);
             }
         };
-        let jobs = match listing {
-            Ok(jobs) => jobs,
-            Err(error) => {
-                self.note_unreachable(&engine, &error).await?;
-                return Ok(Polled::Unreachable { interval });
-            }
-        };
+        let mut matching = Matching::new(mirror);
+        if let Err(error) = flink.jobs(&mut matching).await {
+            self.note_unreachable(&engine, &error).await?;
+            return Ok(Polled::Unreachable { interval });
+        }
+        let due = matching.due();
         self.note_reachable(&engine, &flink).await?;
-        let listed: HashMap<&str, &FlinkJob> = jobs.iter().map(|j| (j.id.as_str(), j)).collect();
         let mut writes = Vec::new();
         let examined = self
-            .examine(&engine, &flink, &listed, kept, interval, &mut writes)
+            .examine(&engine, &flink, due, mirror, budget, &mut writes)
             .await;
         let written = self.store.record_watches(&writes).await;
         if examined.is_err() || written.is_err() {
@@ -134,52 +192,26 @@ impl Services {
         Ok(Polled::Reachable { interval })
     }
 
-    /// Examines the engine's watched jobs that need it, for at most `span`
-    /// (the rest wait for the next poll, which is not held up; counted
-    /// from here, so that however long the listing took to read, every
-    /// poll gets on with the jobs): a job
-    /// listed as the mirror has it costs a lookup and nothing more; the
-    /// others are examined side by side, those Flink ended first. What is
-    /// to be written goes to `writes`.
+    /// Examines the engine's watched jobs that are `due`, side by side,
+    /// those Flink ended first, for at most a poll interval (the rest wait
+    /// for the next poll, which is not held up; counted from here, so that
+    /// however long the listing took to read, every poll gets on with the
+    /// jobs). What is to be written goes to `writes`.
     async fn examine(
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
-        listed: &HashMap<&str, &FlinkJob>,
-        kept: &mut EngineWatch,
-        span: Duration,
+        mut due: Vec<Due>,
+        mirror: &mut Mirror,
+        budget: &RequestBudget,
         writes: &mut Vec<(JobId, JobWatch)>,
     ) -> Result<(), ServiceError> {
-        let deadline = Instant::now() + span;
-        let EngineWatch { budget, mirror } = kept;
-        let Some(mirror) = mirror else {
-            return Ok(());
-        };
+        let deadline = Instant::now() + engine.descriptor.settings.poll_interval;
         let now = Utc::now();
-        let mut due = Vec::new();
-        for entry in mirror.jobs.values_mut() {
-            let seen = entry
-                .job
-                .engine_job_id
-                .as_deref()
-                .and_then(|f| listed.get(f));
-            match seen {
-                Some(seen) if as_mirrored(&entry.job, seen) => entry.listed_at = Some(now),
-                _ => due.push((!seen.is_some_and(|s| s.state.is_globally_terminal()), entry)),
-            }
-        }
-        due.sort_by(|(a, x), (b, y)| (a, &x.job.id).cmp(&(b, &y.job.id)));
-        let due: Vec<(WatchedJob, Option<DateTime<Utc>>)> = due
-            .into_iter()
-            .map(|(_, entry)| (entry.job.clone(), entry.listed_at))
-            .collect();
-        let budget = &*budget;
+        due.sort_by(|a, b| (!a.ended, &a.job.id).cmp(&(!b.ended, &b.job.id)));
         let mut examined = futures_util::stream::iter(due)
             .take_while(|_| std::future::ready(Instant::now() < deadline))
-            .map(|(job, listed_at)| {
-                let seen = job.engine_job_id.as_deref().and_then(|f| listed.get(f));
-                self.examine_one(engine, flink, job, listed_at, seen.copied(), budget)
-            })
+            .map(|due| self.examine_one(engine, flink, due, budget))
             .buffer_unordered(EXAMINED_AT_ONCE);
         // Every examination started is let finish, whatever another's error.
         let mut failed = None;
@@ -205,16 +237,21 @@ impl Services {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Examines one watched job `seen` (as Flink lists it, if it does).
+    /// Examines one watched job that is due.
     async fn examine_one(
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
-        job: WatchedJob,
-        listed_at: Option<DateTime<Utc>>,
-        seen: Option<&FlinkJob>,
+        due: Due,
         budget: &RequestBudget,
     ) -> Result<Examined, ServiceError> {
+        let Due {
+            job,
+            listed_at,
+            seen,
+            ..
+        } = due;
+        let seen = seen.as_ref();
         let per_second = engine.descriptor.settings.max_requests_per_second;
         let mut budgeted = false;
         let job = match seen {

@@ -25,10 +25,14 @@ const ENGINE_COLUMNS: &str = "name, kind, url, history_url, poll_interval_ms, mi
 const UNFINISHED: &str = "status NOT IN ('FINISHED', 'FAILED', 'CANCELED')";
 
 /// A watched job and what the watcher last wrote of it, `WHERE` to follow.
-const WATCHED_SELECT: &str = "SELECT j.id, j.status, j.engine_job_id, j.engine_applied_until, \
-     j.created_at, w.updated_at AS watch_updated_at, w.engine_status, w.first_seen_at, \
-     w.last_seen_at, w.missing_since, w.note, w.examined_until \
-     FROM jobs j LEFT JOIN job_watches w ON w.job_id = j.id";
+fn watched_select(through_index: &str) -> String {
+    format!(
+        "SELECT j.id, j.status, j.engine_job_id, j.engine_applied_until, j.created_at, \
+         w.updated_at AS watch_updated_at, w.engine_status, w.first_seen_at, w.last_seen_at, \
+         w.missing_since, w.note, w.examined_until \
+         FROM jobs j{through_index} LEFT JOIN job_watches w ON w.job_id = j.id"
+    )
+}
 
 /// Jobs whose watch one statement writes: 7 parameters each, well within
 /// both backends' limit on a statement's parameters.
@@ -309,14 +313,25 @@ impl<B: Backend> EngineStore for SqlStore<B> {
         Ok(())
     }
 
-    async fn watched_jobs(&self, name: &EngineName) -> Result<Vec<WatchedJob>, StoreError> {
-        let rows: Vec<WatchedRow> = self
-            .pool()
+    async fn watched_jobs(
+        &self,
+        name: &EngineName,
+        after: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<WatchedJob>, StoreError> {
+        let mut pool = self.pool();
+        // In the index's order, so a page reads its rows and no others.
+        let by_engine_and_id = (pool.dialect().through_index)("watched_jobs_by_id");
+        let rows: Vec<WatchedRow> = pool
             .rows(
                 Query::new(format!(
-                    "{WATCHED_SELECT} WHERE j.engine = $1 AND j.{UNFINISHED} ORDER BY j.id"
+                    "{} WHERE j.engine = $1 AND j.id > $2 AND j.{UNFINISHED} \
+                     ORDER BY j.id LIMIT $3",
+                    watched_select(&by_engine_and_id)
                 ))
-                .text(name.as_str()),
+                .text(name.as_str())
+                .text(after.map_or("", JobId::as_str))
+                .int(i64::try_from(limit).unwrap_or(i64::MAX)),
             )
             .await?;
         rows.into_iter().map(WatchedRow::decode).collect()
@@ -331,7 +346,8 @@ impl<B: Backend> EngineStore for SqlStore<B> {
             .pool()
             .rows(
                 Query::new(format!(
-                    "{WATCHED_SELECT} WHERE j.engine = $1 AND j.updated_at >= $2"
+                    "{} WHERE j.engine = $1 AND j.updated_at >= $2",
+                    watched_select("")
                 ))
                 .text(name.as_str())
                 .time(since),
@@ -343,7 +359,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
     async fn watched_job(&self, job: &JobId) -> Result<Option<WatchedJob>, StoreError> {
         let row: Option<WatchedRow> = self
             .pool()
-            .row(Query::new(format!("{WATCHED_SELECT} WHERE j.id = $1")).text(job.as_str()))
+            .row(Query::new(format!("{} WHERE j.id = $1", watched_select(""))).text(job.as_str()))
             .await?;
         row.map(WatchedRow::decode).transpose()
     }

@@ -222,8 +222,14 @@ pub trait EngineStore: Send + Sync {
         seen: &EngineObservation,
     ) -> Result<(), StoreError>;
 
-    /// The unfinished jobs watched on `name`.
-    async fn watched_jobs(&self, name: &EngineName) -> Result<Vec<WatchedJob>, StoreError>;
+    /// Up to `limit` of the unfinished jobs watched on `name`, by id, those
+    /// after `after`: a page at a time, so a whole read is never held at once.
+    async fn watched_jobs(
+        &self,
+        name: &EngineName,
+        after: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<WatchedJob>, StoreError>;
 
     /// The jobs watched on `name` that changed at or after `since`,
     /// finished ones included (through an index, not among every job).

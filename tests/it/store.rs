@@ -93,6 +93,7 @@ conformance!(
     an_engine_observation_older_than_one_applied_changes_nothing,
     one_poller_holds_an_engine_until_its_lease_runs_out,
     an_engine_watching_unfinished_jobs_is_kept,
+    watched_jobs_are_read_a_page_at_a_time_in_id_order_unfinished_only,
     a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can,
 );
 
@@ -1028,6 +1029,52 @@ async fn one_poller_holds_an_engine_until_its_lease_runs_out(backend: Backend) {
     assert!(!store.lease_engine(&name, "replica-a", lease).await.unwrap());
 }
 
+async fn watched_jobs_are_read_a_page_at_a_time_in_id_order_unfinished_only(backend: Backend) {
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let new = watched_job(&backend.store).await;
+        insert(&backend.store, &new).await;
+        ids.push(new.id);
+    }
+    let finished = ids.pop().unwrap();
+    backend
+        .store
+        .move_job(&finished, &report(JobStatus::Canceled, None))
+        .await
+        .unwrap();
+    ids.sort();
+    let name = EngineName::parse("flink").unwrap();
+
+    let mut read = Vec::new();
+    let mut pages = 0;
+    let mut after: Option<JobId> = None;
+    loop {
+        let page = backend
+            .store
+            .watched_jobs(&name, after.as_ref(), 3)
+            .await
+            .unwrap();
+        pages += 1;
+        after = page.last().map(|job| job.id.clone());
+        let full = page.len() == 3;
+        read.extend(page.into_iter().map(|job| job.id));
+        if !full {
+            break;
+        }
+    }
+    assert_eq!(read, ids, "every unfinished job once, in id order");
+    assert_eq!(pages, 2);
+    let other = EngineName::parse("other").unwrap();
+    assert!(
+        backend
+            .store
+            .watched_jobs(&other, None, 3)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 async fn an_engine_watching_unfinished_jobs_is_kept(backend: Backend) {
     let new = watched_job(&backend.store).await;
     insert(&backend.store, &new).await;
@@ -1037,14 +1084,29 @@ async fn an_engine_watching_unfinished_jobs_is_kept(backend: Backend) {
         matches!(refused, StoreError::EngineInUse { jobs: 1, .. }),
         "{refused}"
     );
-    assert_eq!(backend.store.watched_jobs(&name).await.unwrap().len(), 1);
+    assert_eq!(
+        backend
+            .store
+            .watched_jobs(&name, None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 
     backend
         .store
         .move_job(&new.id, &report(JobStatus::Canceled, None))
         .await
         .unwrap();
-    assert!(backend.store.watched_jobs(&name).await.unwrap().is_empty());
+    assert!(
+        backend
+            .store
+            .watched_jobs(&name, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(backend.store.delete_engine(&name).await.unwrap());
     let orphan = backend
         .store
