@@ -120,17 +120,28 @@ impl Mirror {
         }
     }
 
-    /// Keeps `job`, listed at `listed_at`, else when it was known to be.
+    /// Keeps `job`, listed at `listed_at`, else when it was known to be. A
+    /// job kept already is changed in place, and only in what differs: what
+    /// is kept stays where it was allocated, rather than moving into memory
+    /// freed by the poll's passing values, which would keep that memory
+    /// from going back to the system.
     fn put(&mut self, job: WatchedJob, listed_at: Option<DateTime<Utc>>) {
         let found_in_whole_read = self.whole_reads;
         if let Some(kept) = self.jobs.get_mut(&job.id) {
             if kept.job.engine_job_id != job.engine_job_id {
                 unindex(&mut self.by_flink, &kept.job);
                 index(&mut self.by_flink, &job);
+                kept.job.engine_job_id = job.engine_job_id;
+            }
+            kept.job.status = job.status;
+            kept.job.engine_applied_until = job.engine_applied_until;
+            kept.job.created_at = job.created_at;
+            match (&mut kept.job.watch, job.watch) {
+                (Some(kept), Some(watch)) => take_in(kept, watch),
+                (kept, watch) => *kept = watch,
             }
             kept.listed_at = listed_at.or(kept.listed_at);
             kept.found_in_whole_read = found_in_whole_read;
-            kept.job = job;
             return;
         }
         index(&mut self.by_flink, &job);
@@ -244,6 +255,26 @@ impl Mirror {
     }
 }
 
+/// `kept` made `watch`, its note replaced only if it differs.
+fn take_in(kept: &mut JobWatch, watch: JobWatch) {
+    let JobWatch {
+        engine_status,
+        first_seen_at,
+        last_seen_at,
+        missing_since,
+        note,
+        examined_until,
+    } = watch;
+    kept.engine_status = engine_status;
+    kept.first_seen_at = first_seen_at;
+    kept.last_seen_at = last_seen_at;
+    kept.missing_since = missing_since;
+    kept.examined_until = examined_until;
+    if kept.note != note {
+        kept.note = note;
+    }
+}
+
 fn index(by_flink: &mut HashMap<Box<str>, JobId>, job: &WatchedJob) {
     if let Some(flink_id) = &job.engine_job_id {
         by_flink.insert(flink_id.as_str().into(), job.id.clone());
@@ -344,6 +375,31 @@ mod tests {
             expected.sort();
             assert_eq!(unfound, expected);
         }
+    }
+
+    #[test]
+    fn a_job_put_again_takes_what_changed() {
+        let a = JobId::generate();
+        let mut mirror = Mirror::empty(Utc::now());
+        mirror.put(job(&a, Some("fa")), None);
+        let mut moved = job(&a, Some("fa"));
+        moved.status = JobStatus::Failing;
+        moved.engine_applied_until = Some(7);
+        moved.watch = Some(JobWatch {
+            note: Some("waiting for Flink's failure cause".into()),
+            examined_until: Some(5),
+            ..JobWatch::default()
+        });
+        mirror.put(moved.clone(), None);
+        assert_eq!(mirror.jobs[&a].job, moved);
+
+        let mut settled = moved.clone();
+        settled.watch = Some(JobWatch {
+            examined_until: Some(9),
+            ..JobWatch::default()
+        });
+        mirror.put(settled.clone(), None);
+        assert_eq!(mirror.jobs[&a].job, settled, "the note cleared");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod freshness;
 mod idempotency;
 mod jobs;
 mod lineage;
+mod matching;
 mod mirror;
 mod report;
 mod statements;

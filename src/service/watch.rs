@@ -11,10 +11,12 @@
 
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
+use tokio::sync::mpsc;
 
 use chrono::{DateTime, Utc};
 
+use super::matching::{Due, Matching, moved};
 use super::mirror::{EngineWatch, Mirror, RequestBudget};
 use super::{ServiceError, Services};
 use crate::domain::EngineName;
@@ -23,7 +25,7 @@ use crate::domain::engine::{
 };
 use crate::domain::job::{JobId, JobStatus, StatusReport};
 use crate::domain::job_record::JobWatch;
-use crate::engine::{FlinkClient, FlinkError, FlinkJob, ListingReader};
+use crate::engine::{FlinkClient, FlinkError, FlinkJob};
 use crate::store::WatchedJob;
 
 /// How often a reachable engine's `checked_at` is written, at most.
@@ -45,70 +47,6 @@ enum Examined {
         changed: bool,
         listed: bool,
     },
-}
-
-/// A watched job a poll has to examine: moved, missing or not yet seen.
-struct Due {
-    /// Whether Flink lists it ended: those are examined first.
-    ended: bool,
-    job: WatchedJob,
-    listed_at: Option<DateTime<Utc>>,
-    /// As Flink lists it, if it does.
-    seen: Option<FlinkJob>,
-}
-
-/// A listing matched with the mirror as it is read: a job listed just as
-/// the mirror has it is marked listed and costs nothing more; the others
-/// are due, and so is every job the listing did not list.
-struct Matching<'m> {
-    mirror: &'m mut Mirror,
-    now: DateTime<Utc>,
-    due: Vec<Due>,
-}
-
-impl<'m> Matching<'m> {
-    fn new(mirror: &'m mut Mirror) -> Self {
-        mirror.begin_listing();
-        Self {
-            mirror,
-            now: Utc::now(),
-            due: Vec::new(),
-        }
-    }
-
-    /// The jobs due, once the whole listing was read.
-    fn due(self) -> Vec<Due> {
-        let mut due = self.due;
-        due.extend(self.mirror.unfound().map(|kept| Due {
-            ended: false,
-            job: kept.job.clone(),
-            listed_at: kept.listed_at,
-            seen: None,
-        }));
-        due
-    }
-}
-
-impl ListingReader for Matching<'_> {
-    fn watches(&self, id: &str) -> bool {
-        self.mirror.watches(id)
-    }
-
-    fn read(&mut self, seen: FlinkJob) {
-        let Some(kept) = self.mirror.found(&seen.id) else {
-            return;
-        };
-        if as_mirrored(&kept.job, &seen) {
-            kept.listed_at = Some(self.now);
-            return;
-        }
-        self.due.push(Due {
-            ended: seen.state.is_globally_terminal(),
-            job: kept.job.clone(),
-            listed_at: kept.listed_at,
-            seen: Some(seen),
-        });
-    }
 }
 
 /// How one poll went, for when to poll again.
@@ -171,17 +109,26 @@ impl Services {
                 return Err(error);
             }
         };
-        let mut matching = Matching::new(mirror);
-        if let Err(error) = flink.jobs(&mut matching).await {
-            self.note_unreachable(&engine, &error).await?;
-            return Ok(Polled::Unreachable { interval });
-        }
-        let due = matching.due();
-        self.note_reachable(&engine, &flink).await?;
+        let (due, examined_ended) = self.read_listing(&engine, &flink, mirror, budget).await;
+        let now = Utc::now();
         let mut writes = Vec::new();
-        let examined = self
-            .examine(&engine, &flink, due, mirror, budget, &mut writes)
-            .await;
+        let mut examined = take_in(examined_ended, mirror, now, &mut writes);
+        let (noted, polled) = match due {
+            Ok(mut due) => {
+                // Those Flink ended first, should any be left.
+                due.sort_by(|a, b| (!a.ended, &a.job.id).cmp(&(!b.ended, &b.job.id)));
+                let outcomes = self
+                    .examine(&engine, &flink, futures_util::stream::iter(due), budget)
+                    .await;
+                examined = examined.and(take_in(outcomes, mirror, now, &mut writes));
+                let noted = self.note_reachable(&engine, &flink).await;
+                (noted, Polled::Reachable { interval })
+            }
+            Err(error) => {
+                let noted = self.note_unreachable(&engine, &error).await;
+                (noted, Polled::Unreachable { interval })
+            }
+        };
         let written = self.store.record_watches(&writes).await;
         if examined.is_err() || written.is_err() {
             // What the mirror holds may not be what the store has.
@@ -189,52 +136,55 @@ impl Services {
         }
         examined?;
         written?;
-        Ok(Polled::Reachable { interval })
+        noted?;
+        Ok(polled)
     }
 
-    /// Examines the engine's watched jobs that are `due`, side by side,
-    /// those Flink ended first, for at most a poll interval (the rest wait
-    /// for the next poll, which is not held up; counted from here, so that
-    /// however long the listing took to read, every poll gets on with the
-    /// jobs). What is to be written goes to `writes`.
+    /// Reads the engine's listing into the mirror: the jobs due once it is
+    /// read whole. A job Flink lists as ended is examined as soon as its
+    /// entry arrives, while the rest of the listing streams in, so that
+    /// however long a cluster's listing takes, it does not hold up the
+    /// publication of a table; what examining those came to comes along.
+    async fn read_listing(
+        &self,
+        engine: &EngineRecord,
+        flink: &FlinkClient,
+        mirror: &mut Mirror,
+        budget: &RequestBudget,
+    ) -> (
+        Result<Vec<Due>, FlinkError>,
+        Vec<Result<Examined, ServiceError>>,
+    ) {
+        let (ended, ended_listed) = mpsc::unbounded_channel();
+        let mut matching = Matching::new(mirror, ended);
+        let reading = async {
+            let read = flink.jobs(&mut matching).await;
+            matching.ended = None;
+            read
+        };
+        let examining_ended = self.examine(engine, flink, listed_as_ended(ended_listed), budget);
+        let (read, examined_ended) = tokio::join!(reading, examining_ended);
+        (read.map(|()| matching.due()), examined_ended)
+    }
+
+    /// Examines the watched jobs that are `due`, side by side, for at most
+    /// a poll interval (the rest wait for the next poll, which is not held
+    /// up; counted from here, so that however long the listing took to
+    /// read, every poll gets on with the jobs). Every examination started
+    /// is let finish, whatever another's error.
     async fn examine(
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
-        mut due: Vec<Due>,
-        mirror: &mut Mirror,
+        due: impl Stream<Item = Due>,
         budget: &RequestBudget,
-        writes: &mut Vec<(JobId, JobWatch)>,
-    ) -> Result<(), ServiceError> {
+    ) -> Vec<Result<Examined, ServiceError>> {
         let deadline = Instant::now() + engine.descriptor.settings.poll_interval;
-        let now = Utc::now();
-        due.sort_by(|a, b| (!a.ended, &a.job.id).cmp(&(!b.ended, &b.job.id)));
-        let mut examined = futures_util::stream::iter(due)
-            .take_while(|_| std::future::ready(Instant::now() < deadline))
+        due.take_while(|_| std::future::ready(Instant::now() < deadline))
             .map(|due| self.examine_one(engine, flink, due, budget))
-            .buffer_unordered(EXAMINED_AT_ONCE);
-        // Every examination started is let finish, whatever another's error.
-        let mut failed = None;
-        while let Some(outcome) = examined.next().await {
-            match outcome {
-                Ok(Examined::Done(id)) => mirror.forget(&id),
-                Ok(Examined::Watched {
-                    job,
-                    watch,
-                    changed,
-                    listed,
-                }) => {
-                    if changed {
-                        writes.push((job.id.clone(), watch.clone()));
-                    }
-                    mirror.update(*job, changed.then_some(watch), listed.then_some(now));
-                }
-                Err(error) => {
-                    failed.get_or_insert(error);
-                }
-            }
-        }
-        failed.map_or(Ok(()), Err)
+            .buffer_unordered(EXAMINED_AT_ONCE)
+            .collect()
+            .await
     }
 
     /// Examines one watched job that is due.
@@ -563,28 +513,44 @@ impl Services {
     }
 }
 
+/// The jobs sent as listed ended, until the listing is read.
+fn listed_as_ended(mut ended: mpsc::UnboundedReceiver<Due>) -> impl Stream<Item = Due> {
+    futures_util::stream::poll_fn(move |cx| ended.poll_recv(cx))
+}
+
+/// Takes what examining jobs came to into the mirror (listed ones as listed
+/// at `now`), and what is to be written into `writes`; the first error.
+fn take_in(
+    outcomes: Vec<Result<Examined, ServiceError>>,
+    mirror: &mut Mirror,
+    now: DateTime<Utc>,
+    writes: &mut Vec<(JobId, JobWatch)>,
+) -> Result<(), ServiceError> {
+    let mut failed = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(Examined::Done(id)) => mirror.forget(&id),
+            Ok(Examined::Watched {
+                job,
+                watch,
+                changed,
+                listed,
+            }) => {
+                if changed {
+                    writes.push((job.id.clone(), watch.clone()));
+                }
+                mirror.update(*job, changed.then_some(watch), listed.then_some(now));
+            }
+            Err(error) => {
+                failed.get_or_insert(error);
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
 fn failed(status: JobStatus) -> bool {
     matches!(status, JobStatus::Failing | JobStatus::Failed)
-}
-
-/// Whether Flink's listing shows a change the job has not been examined
-/// for: another state, or a later `last-modification`.
-fn moved(job: &WatchedJob, seen: &FlinkJob) -> bool {
-    let examined_until = job.watch.as_ref().and_then(|w| w.examined_until);
-    seen.state != job.status || seen.last_modification > examined_until.unwrap_or(0)
-}
-
-/// Whether a listed job is just as mirrored: not moved, and nothing about
-/// it to write (seen before, not missing, no note to clear).
-fn as_mirrored(job: &WatchedJob, seen: &FlinkJob) -> bool {
-    let Some(watch) = &job.watch else {
-        return false;
-    };
-    !moved(job, seen)
-        && watch.engine_status == Some(seen.state)
-        && watch.first_seen_at.is_some()
-        && watch.missing_since.is_none()
-        && watch.note.is_none()
 }
 
 /// Whether what the watcher saw differs from what is stored: anything but

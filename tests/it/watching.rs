@@ -207,6 +207,29 @@ async fn a_job_ending_during_a_catch_up_is_published_ahead_of_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_flink_lists_as_ended_is_published_while_the_listing_still_arrives() {
+    let (app, flink, warehouse) = watched_app(json!({"poll_interval_ms": 250})).await;
+    flink.set_run(&flink_id(7), FlinkRun::running_since(now_ms()));
+    let job = submit(&app, 7).await;
+    wait_for(&app, &format!("/v1/jobs/{job}"), 30, |j| {
+        j["status"] == "RUNNING"
+    })
+    .await;
+
+    // Every listing from now on stops for 6 s after the job's entry.
+    flink.with(|answers| answers.listing_stalls = Some(Duration::from_secs(6)));
+    flink.set_run(&flink_id(7), FlinkRun::finished_at(now_ms()));
+    let finished = wait_for(&app, &format!("/v1/jobs/{job}"), 4, |j| {
+        j["settlement"] == "settled"
+    })
+    .await;
+
+    assert_eq!(finished["status"], "FINISHED", "{finished}");
+    assert!(warehouse.join("db").join("t7").is_dir(), "published");
+    assert!(staging_dirs(&warehouse).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_listing_more_than_32_mib_of_other_jobs_is_watched() {
     let (app, flink, warehouse) = watched_app(json!({"poll_interval_ms": 500})).await;
     // 120,000 ended jobs ctasd does not watch, braces in their names.

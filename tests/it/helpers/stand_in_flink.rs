@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 /// One job as the stand-in lists it.
@@ -62,6 +63,9 @@ pub struct Answers {
     pub listed_besides: String,
     /// How many times `/jobs/<id>` was asked, for any id.
     pub details_read: u64,
+    /// When set, `/jobs/overview` sends the runs' entries, then nothing for
+    /// this long, then the rest: a listing that is slow to arrive.
+    pub listing_stalls: Option<std::time::Duration>,
 }
 
 #[derive(Clone)]
@@ -78,6 +82,7 @@ impl StandInFlink {
             runs: BTreeMap::new(),
             listed_besides: String::new(),
             details_read: 0,
+            listing_stalls: None,
         }));
         let router = axum::Router::new()
             .route("/config", axum::routing::get(config))
@@ -127,6 +132,20 @@ async fn overview(State(answers): Shared) -> Response {
                    "last-modification": last})
         })
         .collect();
+    if let Some(stall) = answers.listing_stalls {
+        let runs = Value::from(listed).to_string();
+        let head = format!("{{\"jobs\":{}", &runs[..runs.len() - 1]);
+        let tail = futures_util::stream::once(async move {
+            tokio::time::sleep(stall).await;
+            Ok::<_, std::convert::Infallible>("]}".to_owned())
+        });
+        let body = futures_util::stream::once(std::future::ready(Ok(head))).chain(tail);
+        return (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            axum::body::Body::from_stream(body),
+        )
+            .into_response();
+    }
     if answers.listed_besides.is_empty() {
         return axum::Json(json!({"jobs": listed})).into_response();
     }
