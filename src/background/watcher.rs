@@ -1,9 +1,11 @@
 //! The watcher: polls every registered engine on its own schedule, one
 //! poll per engine at a time, and stops when told. A reachable engine is
 //! polled every `poll_interval`, counted from the start of the poll before
-//! (a poll that took longer is followed at once); an unreachable one ever less often (up to
-//! every 30 s) until it answers again; an engine another replica holds is
-//! left to it, and taken over when that replica's lease runs out.
+//! (a poll that took longer is followed at once); an unreachable one ever
+//! less often (up to every 30 s) until it answers again; an engine another
+//! replica holds is left to it, and taken over when that replica's lease
+//! runs out. The watcher sleeps until the next poll is due, so a poll
+//! starts on time rather than at the next tick of a clock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,10 +19,8 @@ use crate::domain::EngineName;
 use crate::domain::ledger::backoff;
 use crate::service::{EngineWatch, Polled, Services};
 
-/// How often the watcher looks for engines that are due: a poll starts at
-/// most this late.
-const TICK: Duration = Duration::from_millis(25);
-/// How often the list of engines is read again.
+/// How often the list of engines is read again (and tried again, when it
+/// could not be read).
 const RELIST_EVERY: Duration = Duration::from_secs(2);
 
 struct Schedule {
@@ -40,12 +40,16 @@ pub fn spawn(
         let mut schedules: HashMap<EngineName, Schedule> = HashMap::new();
         let mut polls: JoinSet<(EngineName, EngineWatch, Instant, Result<Polled, String>)> =
             JoinSet::new();
-        let mut listed_at: Option<Instant> = None;
-        let mut ticks = tokio::time::interval(TICK);
+        let mut relist_at = Instant::now();
         loop {
+            let next = schedules
+                .values()
+                .filter(|schedule| schedule.kept.is_some())
+                .map(|schedule| schedule.due)
+                .fold(relist_at, Instant::min);
             tokio::select! {
                 _ = stop.changed() => break,
-                _ = ticks.tick() => {}
+                _ = tokio::time::sleep_until(next) => {}
                 Some(done) = polls.join_next(), if !polls.is_empty() => {
                     if let Ok((name, kept, started, outcome)) = done {
                         reschedule(&mut schedules, name, kept, started, outcome);
@@ -56,7 +60,9 @@ pub fn spawn(
             if *stop.borrow() {
                 break;
             }
-            if listed_at.is_none_or(|at| at.elapsed() >= RELIST_EVERY) {
+            if relist_at <= Instant::now() {
+                // Read again in a while, whether or not it is read now.
+                relist_at = Instant::now() + RELIST_EVERY;
                 match services.engine_names().await {
                     Ok(names) => {
                         schedules.retain(|name, _| names.contains(name));
@@ -67,7 +73,6 @@ pub fn spawn(
                                 kept: Some(EngineWatch::default()),
                             });
                         }
-                        listed_at = Some(Instant::now());
                     }
                     Err(error) => tracing::warn!(%error, "could not list engines; will retry"),
                 }

@@ -115,8 +115,9 @@ impl Services {
         let mut examined = take_in(examined_ended, mirror, now, &mut writes);
         let (noted, polled) = match due {
             Ok(mut due) => {
-                // Those Flink ended first, should any be left.
-                due.sort_by(|a, b| (!a.ended, &a.job.id).cmp(&(!b.ended, &b.job.id)));
+                // Those Flink ended first, should any be left (in place: ids
+                // are unique, and a stable sort copies every job due aside).
+                due.sort_unstable_by(|a, b| (!a.ended, &a.job.id).cmp(&(!b.ended, &b.job.id)));
                 let outcomes = self
                     .examine(&engine, &flink, futures_util::stream::iter(due), budget)
                     .await;
