@@ -1,8 +1,8 @@
 //! The loops that run beside the requests, each on its own schedule: the
 //! resumer (due hook actions), the watcher (registered engines' jobs), the
 //! events (the outbox fanned out, deliveries sent), the keys (expired
-//! idempotency keys) and the retention (ended jobs). They start once the service is ready and
-//! stop together, each finishing the round it is in.
+//! idempotency keys) and the retention (ended jobs). They start once the
+//! service is ready and stop together, each finishing the round it is in.
 
 mod events;
 mod keys;

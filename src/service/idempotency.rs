@@ -27,7 +27,6 @@ impl Services {
         abandoned_after: Duration,
     ) -> Result<KeyClaim, ServiceError> {
         let now_ms = Utc::now().timestamp_millis();
-        let before = |age: Duration| now_ms - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
         let key_use = KeyUse {
             caller,
             key,
@@ -36,7 +35,11 @@ impl Services {
         };
         Ok(self
             .store
-            .claim_idempotency_key(&key_use, before(lifetime), before(abandoned_after))
+            .claim_idempotency_key(
+                &key_use,
+                ms_before(now_ms, lifetime),
+                ms_before(now_ms, abandoned_after),
+            )
             .await?)
     }
 
@@ -49,15 +52,19 @@ impl Services {
         abandoned_after: Duration,
     ) -> Result<u64, ServiceError> {
         let now_ms = Utc::now().timestamp_millis();
-        let before = |age: Duration| now_ms - i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        let (expired_before, abandoned_before) = (
+            ms_before(now_ms, lifetime),
+            ms_before(now_ms, abandoned_after),
+        );
         let mut purged = 0;
         loop {
             let batch = self
                 .store
-                .purge_idempotency_keys(before(lifetime), before(abandoned_after), KEY_PURGE_BATCH)
+                .purge_idempotency_keys(expired_before, abandoned_before, KEY_PURGE_BATCH)
                 .await?;
             purged += batch;
-            if batch == 0 {
+            // Fewer than one statement's worth in all: neither kind is left.
+            if batch < KEY_PURGE_BATCH as u64 {
                 return Ok(purged);
             }
         }
@@ -86,4 +93,9 @@ impl Services {
             .finish_idempotency_key(caller, key, answer)
             .await?)
     }
+}
+
+/// The time `age` before `now_ms` (unix milliseconds).
+fn ms_before(now_ms: i64, age: Duration) -> i64 {
+    now_ms.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
 }

@@ -31,7 +31,7 @@ pub(super) struct Matching<'m> {
     due: Vec<Due>,
     /// Where a job Flink lists as ended goes at once, to be examined while
     /// the rest of the listing is read; `None` once the listing is.
-    pub ended: Option<mpsc::UnboundedSender<Due>>,
+    ended: Option<mpsc::UnboundedSender<Due>>,
 }
 
 impl<'m> Matching<'m> {
@@ -43,6 +43,12 @@ impl<'m> Matching<'m> {
             due: Vec::new(),
             ended: Some(ended),
         }
+    }
+
+    /// Says the listing has been read: the examination of the jobs it
+    /// listed as ended gets no more, and ends.
+    pub fn listing_read(&mut self) {
+        self.ended = None;
     }
 
     /// The jobs due, once the whole listing was read.

@@ -137,7 +137,7 @@ impl Mirror {
             kept.job.engine_applied_until = job.engine_applied_until;
             kept.job.created_at = job.created_at;
             match (&mut kept.job.watch, job.watch) {
-                (Some(kept), Some(watch)) => take_in(kept, watch),
+                (Some(kept), Some(watch)) => update_watch(kept, watch),
                 (kept, watch) => *kept = watch,
             }
             kept.listed_at = listed_at.or(kept.listed_at);
@@ -256,7 +256,7 @@ impl Mirror {
 }
 
 /// `kept` made `watch`, its note replaced only if it differs.
-fn take_in(kept: &mut JobWatch, watch: JobWatch) {
+fn update_watch(kept: &mut JobWatch, watch: JobWatch) {
     let JobWatch {
         engine_status,
         first_seen_at,

@@ -160,7 +160,7 @@ impl Services {
         let mut matching = Matching::new(mirror, ended);
         let reading = async {
             let read = flink.jobs(&mut matching).await;
-            matching.ended = None;
+            matching.listing_read();
             read
         };
         let examining_ended = self.examine(engine, flink, listed_as_ended(ended_listed), budget);
