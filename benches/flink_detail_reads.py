@@ -21,14 +21,12 @@ import argparse
 import http.client
 import json
 import os
-import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+from flink_cluster import Cluster, get_json
 
 AT_ONCE = 8
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -51,83 +49,10 @@ for _ in range(spec["finished"]):
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get_json(url):
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return json.load(answer)
-
-
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def start_cluster(home, python, conf):
-    shipped = open(os.path.join(home, "conf", "config.yaml")).read()
-    java_opts = next(
-        (l.split("all:", 1)[1].strip() for l in shipped.splitlines() if l.strip().startswith("all:")),
-        "",
-    )
-    for name in os.listdir(os.path.join(home, "conf")):
-        if name.endswith((".properties", ".xml")):
-            shutil.copy(os.path.join(home, "conf", name), conf)
-    rest = free_port()
-    os.makedirs(os.path.join(conf, "log"))
-    with open(os.path.join(conf, "config.yaml"), "w") as f:
-        f.write(
-            f"env.java.opts.all: {java_opts}\n"
-            f"env.pid.dir: {conf}\n"
-            f"env.log.dir: {conf}/log\n"
-            "jobmanager.bind-host: 127.0.0.1\n"
-            "jobmanager.rpc.address: 127.0.0.1\n"
-            f"jobmanager.rpc.port: {free_port()}\n"
-            "jobmanager.memory.process.size: 1024m\n"
-            "taskmanager.bind-host: 127.0.0.1\n"
-            "taskmanager.host: 127.0.0.1\n"
-            "taskmanager.rpc.port: 0\n"
-            "taskmanager.data.port: 0\n"
-            "taskmanager.numberOfTaskSlots: 8\n"
-            "taskmanager.memory.process.size: 1600m\n"
-            "blob.server.port: 0\n"
-            "parallelism.default: 1\n"
-            "rest.address: 127.0.0.1\n"
-            "rest.bind-address: 127.0.0.1\n"
-            f"rest.port: {rest}\n"
-            "restart-strategy.type: none\n"
-            # The REST handlers keep a job's graph this long: 1 ms makes every
-            # read a fresh one, as a catch-up's reads of distinct jobs are.
-            "web.refresh-interval: 1\n"
-            f"python.client.executable: {python}\n"
-            f"python.executable: {python}\n"
-        )
-    with open(os.path.join(conf, "workers"), "w") as f:
-        f.write("127.0.0.1\n")
-    with open(os.path.join(conf, "masters"), "w") as f:
-        f.write(f"127.0.0.1:{rest}\n")
-    env = dict(os.environ, FLINK_CONF_DIR=conf, FLINK_LOG_DIR=os.path.join(conf, "log"))
-    env["PATH"] = os.path.dirname(python) + ":" + env.get("PATH", "")
-    subprocess.run([os.path.join(home, "bin", "start-cluster.sh")], env=env, check=True,
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{rest}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            if get_json(f"{base}/overview")["taskmanagers"] >= 1:
-                break
-        except OSError:
-            pass
-        if time.time() > deadline:
-            sys.exit("the Flink cluster did not start")
-        time.sleep(0.25)
-    pid_file = next(n for n in os.listdir(conf) if n.endswith("standalonesession.pid"))
-    jobmanager = int(open(os.path.join(conf, pid_file)).read().split()[0])
-    return base, env, jobmanager
 
 
 def read_at(rest_port, ids, rate, seconds):
@@ -169,17 +94,18 @@ def main():
     parser.add_argument("--finished", type=int, default=40)
     args = parser.parse_args()
     home, python = os.environ["CTASD_TEST_FLINK_HOME"], os.environ["CTASD_TEST_FLINK_PYTHON"]
-    with tempfile.TemporaryDirectory() as conf:
-        base, env, jobmanager = start_cluster(home, python, conf)
-        rest_port = int(base.rsplit(":", 1)[1])
+    with tempfile.TemporaryDirectory() as workdir:
+        # The REST handlers keep a job's graph this long: 1 ms makes every
+        # read a fresh one, as a catch-up's reads of distinct jobs are.
+        cluster = Cluster(home, python, workdir, settings="web.refresh-interval: 1\n")
         try:
-            driver = os.path.join(conf, "driver.py")
-            spec = os.path.join(conf, "spec.json")
+            cluster.start()
+            base, jobmanager, rest_port = cluster.base, cluster.jobmanager, cluster.rest_port
+            driver = os.path.join(workdir, "driver.py")
+            spec = os.path.join(workdir, "spec.json")
             open(driver, "w").write(DRIVER)
             json.dump({"running": args.running, "finished": args.finished}, open(spec, "w"))
-            subprocess.run([os.path.join(home, "bin", "flink"), "run", "-m", f"127.0.0.1:{rest_port}",
-                            "-py", driver, spec], env=env, check=True,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            cluster.run_python(driver, spec, check=True, stdout=subprocess.DEVNULL)
             jobs = get_json(f"{base}/jobs/overview")["jobs"]
             kinds = {
                 "running": [j["jid"] for j in jobs if j["state"] == "RUNNING"],
@@ -208,8 +134,7 @@ def main():
                     print(f"| {kind} | {rate:.0f} | {reached:.0f} | {p(0.5):.1f} / {p(0.99):.1f} | "
                           f"{used * 1000 / len(times):.2f} | {used / took * 100:.1f}% |")
         finally:
-            subprocess.run([os.path.join(home, "bin", "stop-cluster.sh")], env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            cluster.stop()
 
 
 if __name__ == "__main__":
