@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::Pace;
 use crate::service::Services;
 
 /// How often expired keys are purged.
@@ -29,17 +30,21 @@ pub fn spawn(
     keys: KeyLifetimes,
     stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    super::every(PURGE_EVERY, stop, move || {
+    super::every(Pace::steady(PURGE_EVERY), None, stop, move || {
         let services = services.clone();
         async move {
             match services
                 .purge_idempotency_keys(keys.lifetime, keys.abandoned_after)
                 .await
             {
-                Ok(0) => {}
-                Ok(purged) => tracing::debug!(purged, "deleted expired idempotency keys"),
+                Ok(0) => false,
+                Ok(purged) => {
+                    tracing::debug!(purged, "deleted expired idempotency keys");
+                    true
+                }
                 Err(error) => {
-                    tracing::warn!(%error, "purging idempotency keys failed; trying again in a minute")
+                    tracing::warn!(%error, "purging idempotency keys failed; trying again in a minute");
+                    false
                 }
             }
         }

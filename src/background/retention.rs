@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::Pace;
 use crate::service::Services;
 
 /// How often the store is purged.
@@ -19,18 +20,22 @@ pub fn spawn(
     retention: Duration,
     stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    super::every(PURGE_EVERY, stop, move || {
+    super::every(Pace::steady(PURGE_EVERY), None, stop, move || {
         let services = services.clone();
         async move {
             match services.purge_ended_jobs(retention).await {
-                Ok(0) => {}
-                Ok(purged) => tracing::info!(
-                    purged,
-                    retention_days = retention.as_secs() / 86_400,
-                    "deleted jobs that ended before the retention"
-                ),
+                Ok(0) => false,
+                Ok(purged) => {
+                    tracing::info!(
+                        purged,
+                        retention_days = retention.as_secs() / 86_400,
+                        "deleted jobs that ended before the retention"
+                    );
+                    true
+                }
                 Err(error) => {
-                    tracing::warn!(%error, "purging ended jobs failed; trying again in an hour")
+                    tracing::warn!(%error, "purging ended jobs failed; trying again in an hour");
+                    false
                 }
             }
         }

@@ -60,6 +60,10 @@ pub struct Services {
     /// Secrets no key given opens, found at start: why `/readyz` says not
     /// ready.
     missing_keys: Option<String>,
+    /// Told when a job moves here: its events are in the outbox, and the
+    /// events loop, however long it has found nothing, goes at its busy
+    /// pace again.
+    events_nudge: Arc<tokio::sync::Notify>,
 }
 
 impl Services {
@@ -79,6 +83,7 @@ impl Services {
             freshness: freshness::Freshness::default(),
             shapes: report::ShapeHints::default(),
             missing_keys: None,
+            events_nudge: Arc::default(),
         }
     }
 
@@ -93,6 +98,11 @@ impl Services {
     pub fn with_missing_keys(mut self, missing: Option<String>) -> Self {
         self.missing_keys = missing;
         self
+    }
+
+    /// What tells the events loop that a job moved here.
+    pub fn events_nudge(&self) -> Arc<tokio::sync::Notify> {
+        self.events_nudge.clone()
     }
 
     /// The counters the API moves for every request.

@@ -72,6 +72,7 @@ impl Services {
 
     /// What follows every stored move, whichever path made it.
     async fn moved(&self, job: &JobId, report: &StatusReport, transition: &Transition) {
+        self.events_nudge.notify_one();
         self.reported(job, report, transition);
         self.fold_restarts(job, transition).await;
     }

@@ -181,6 +181,7 @@ impl Services {
         };
         match self.store.insert_job(&job).await {
             Ok(record) => {
+                self.events_nudge.notify_one();
                 self.shapes.learn(&record);
                 let initializing = record.status.as_str();
                 self.metrics
