@@ -21,7 +21,7 @@ use super::{ServiceError, Services};
 use crate::domain::EngineName;
 use crate::domain::job::JobId;
 use crate::domain::job_record::JobWatch;
-use crate::store::WatchedJob;
+use crate::store::{WatchedChange, WatchedJob};
 
 /// How often every watched job is read again, whatever changed.
 const READ_WHOLE_EVERY: Duration = Duration::from_secs(60);
@@ -136,6 +136,7 @@ impl Mirror {
             kept.job.status = job.status;
             kept.job.engine_applied_until = job.engine_applied_until;
             kept.job.created_at = job.created_at;
+            kept.job.updated_at = job.updated_at;
             match (&mut kept.job.watch, job.watch) {
                 (Some(kept), Some(watch)) => update_watch(kept, watch),
                 (kept, watch) => *kept = watch,
@@ -154,6 +155,25 @@ impl Mirror {
                 found_in_whole_read,
             },
         );
+    }
+
+    /// Takes in what changed in the store: a job that finished is watched
+    /// no more; the jobs to read whole are those not kept as they are now
+    /// (the overlap of reads of changes finds most kept as they are).
+    fn take_in_changes(&mut self, changes: Vec<WatchedChange>) -> Vec<JobId> {
+        let mut stale = Vec::new();
+        for change in changes {
+            if change.status.is_globally_terminal() {
+                self.forget(&change.id);
+            } else if self
+                .jobs
+                .get(&change.id)
+                .is_none_or(|kept| kept.job.updated_at != change.updated_at)
+            {
+                stale.push(change.id);
+            }
+        }
+        stale
     }
 
     /// Takes in jobs read from the store; a finished one is watched no more.
@@ -306,8 +326,12 @@ impl Services {
             .is_some_and(|at| at.elapsed() < READ_WHOLE_EVERY);
         if fresh {
             let since = mirror.changes_since - CHANGES_OVERLAP;
-            let changed = self.store.watched_jobs_changed(name, since).await?;
-            mirror.merge(changed);
+            let changes = self.store.watched_changes(name, since).await?;
+            let stale = mirror.take_in_changes(changes);
+            for ids in stale.chunks(WHOLE_READ_PAGE) {
+                let ids: Vec<&str> = ids.iter().map(JobId::as_str).collect();
+                mirror.merge(self.store.watched_jobs_among(&ids).await?);
+            }
         } else {
             mirror.read_whole(self, name).await?;
         }
@@ -328,6 +352,7 @@ mod tests {
             engine_job_id: flink_id.map(str::to_owned),
             engine_applied_until: None,
             created_at: Utc::now(),
+            updated_at: Utc::now(),
             watch: None,
         }
     }
@@ -351,6 +376,39 @@ mod tests {
         assert!(mirror.watches("f3"));
         assert_eq!(mirror.jobs.len(), 1);
         assert_eq!(mirror.by_flink.len(), 1);
+    }
+
+    #[test]
+    fn changes_ask_for_a_whole_read_only_of_jobs_not_kept_as_they_are_now() {
+        let ids: Vec<JobId> = (0..4).map(|_| JobId::generate()).collect();
+        let [same, moved, new, ended] = &ids[..] else {
+            unreachable!()
+        };
+        let mut mirror = Mirror::empty(Utc::now());
+        let kept = job(same, Some("f-same"));
+        let stamp = kept.updated_at;
+        mirror.put(kept, None);
+        mirror.put(job(moved, Some("f-moved")), None);
+        mirror.put(job(ended, Some("f-ended")), None);
+        let change = |id: &JobId, status, updated_at| WatchedChange {
+            id: id.clone(),
+            status,
+            updated_at,
+        };
+        let later = stamp + chrono::Duration::milliseconds(1);
+
+        let stale = mirror.take_in_changes(vec![
+            change(same, JobStatus::Running, stamp),
+            change(moved, JobStatus::Running, later),
+            change(new, JobStatus::Running, stamp),
+            change(ended, JobStatus::Finished, later),
+        ]);
+        assert_eq!(stale, [moved.clone(), new.clone()]);
+        assert!(
+            !mirror.watches("f-ended"),
+            "a finished job is watched no more"
+        );
+        assert!(mirror.watches("f-same") && mirror.watches("f-moved"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::sql::{Backend, Deletion, Query, Sql, SqlStore};
-use super::{EngineStore, StoreError, WatchedJob};
+use super::{EngineStore, StoreError, WatchedChange, WatchedJob};
 use crate::domain::EngineName;
 use crate::domain::engine::{
     EngineDescriptor, EngineKind, EngineObservation, EngineRecord, EngineSettings, Reachability,
@@ -28,7 +28,7 @@ const UNFINISHED: &str = "status NOT IN ('FINISHED', 'FAILED', 'CANCELED')";
 fn watched_select(through_index: &str) -> String {
     format!(
         "SELECT j.id, j.status, j.engine_job_id, j.engine_applied_until, j.created_at, \
-         w.updated_at AS watch_updated_at, w.engine_status, w.first_seen_at, w.last_seen_at, \
+         j.updated_at, w.updated_at AS watch_updated_at, w.engine_status, w.first_seen_at, w.last_seen_at, \
          w.missing_since, w.note, w.examined_until \
          FROM jobs j{through_index} LEFT JOIN job_watches w ON w.job_id = j.id"
     )
@@ -102,6 +102,7 @@ struct WatchedRow {
     engine_job_id: Option<String>,
     engine_applied_until: Option<i64>,
     created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
     watch_updated_at: Option<DateTime<Utc>>,
     engine_status: Option<String>,
     first_seen_at: Option<DateTime<Utc>>,
@@ -121,6 +122,7 @@ impl WatchedRow {
             engine_job_id: self.engine_job_id.clone(),
             engine_applied_until: self.engine_applied_until,
             created_at: self.created_at,
+            updated_at: self.updated_at,
             watch: match self.watch_updated_at {
                 None => None,
                 Some(_) => Some(JobWatch {
@@ -337,21 +339,42 @@ impl<B: Backend> EngineStore for SqlStore<B> {
         rows.into_iter().map(WatchedRow::decode).collect()
     }
 
-    async fn watched_jobs_changed(
+    async fn watched_changes(
         &self,
         name: &EngineName,
         since: DateTime<Utc>,
-    ) -> Result<Vec<WatchedJob>, StoreError> {
-        let rows: Vec<WatchedRow> = self
+    ) -> Result<Vec<WatchedChange>, StoreError> {
+        let rows: Vec<(String, String, DateTime<Utc>)> = self
             .pool()
             .rows(
-                Query::new(format!(
-                    "{} WHERE j.engine = $1 AND j.updated_at >= $2",
-                    watched_select("")
-                ))
+                Query::new(
+                    "SELECT id, status, updated_at FROM jobs WHERE engine = $1 AND updated_at >= $2",
+                )
                 .text(name.as_str())
                 .time(since),
             )
+            .await?;
+        rows.into_iter()
+            .map(|(id, status, updated_at)| {
+                let corrupt =
+                    |what: &str| StoreError::Internal(format!("job {id} has a bad {what}"));
+                Ok(WatchedChange {
+                    id: JobId::parse(&id).map_err(|_| corrupt("id"))?,
+                    status: status.parse().map_err(|_| corrupt("status"))?,
+                    updated_at,
+                })
+            })
+            .collect()
+    }
+
+    async fn watched_jobs_among(&self, ids: &[&str]) -> Result<Vec<WatchedJob>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pool = self.pool();
+        let among = (pool.dialect().in_list)("j.id", 1);
+        let rows: Vec<WatchedRow> = pool
+            .rows(Query::new(format!("{} WHERE {among}", watched_select(""))).texts(ids.to_vec()))
             .await?;
         rows.into_iter().map(WatchedRow::decode).collect()
     }

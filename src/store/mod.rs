@@ -232,12 +232,17 @@ pub trait EngineStore: Send + Sync {
     ) -> Result<Vec<WatchedJob>, StoreError>;
 
     /// The jobs watched on `name` that changed at or after `since`,
-    /// finished ones included (through an index, not among every job).
-    async fn watched_jobs_changed(
+    /// finished ones included (through an index, not among every job):
+    /// each one's id, status and last change, so that a poll reads whole
+    /// only those it does not have as they are.
+    async fn watched_changes(
         &self,
         name: &EngineName,
         since: DateTime<Utc>,
-    ) -> Result<Vec<WatchedJob>, StoreError>;
+    ) -> Result<Vec<WatchedChange>, StoreError>;
+
+    /// The jobs among `ids` (those still there) as the watcher sees them.
+    async fn watched_jobs_among(&self, ids: &[&str]) -> Result<Vec<WatchedJob>, StoreError>;
 
     /// One job as the watcher sees it, as the store has it now.
     async fn watched_job(&self, job: &JobId) -> Result<Option<WatchedJob>, StoreError>;
@@ -258,7 +263,17 @@ pub struct WatchedJob {
     /// The latest engine time applied to it (unix ms).
     pub engine_applied_until: Option<i64>,
     pub created_at: DateTime<Utc>,
+    /// The job's last change in the store (its watch apart).
+    pub updated_at: DateTime<Utc>,
     pub watch: Option<JobWatch>,
+}
+
+/// That a watched job changed: when last, and to what status.
+#[derive(Debug, Clone)]
+pub struct WatchedChange {
+    pub id: JobId,
+    pub status: crate::domain::job::JobStatus,
+    pub updated_at: DateTime<Utc>,
 }
 
 /// Jobs as submitted, and what happened to them.

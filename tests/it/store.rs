@@ -94,6 +94,7 @@ conformance!(
     one_poller_holds_an_engine_until_its_lease_runs_out,
     an_engine_watching_unfinished_jobs_is_kept,
     watched_jobs_are_read_a_page_at_a_time_in_id_order_unfinished_only,
+    a_watched_jobs_changes_show_its_last_change_and_status_and_it_reads_whole_by_id,
     a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can,
 );
 
@@ -1073,6 +1074,61 @@ async fn watched_jobs_are_read_a_page_at_a_time_in_id_order_unfinished_only(back
             .unwrap()
             .is_empty()
     );
+}
+
+async fn a_watched_jobs_changes_show_its_last_change_and_status_and_it_reads_whole_by_id(
+    backend: Backend,
+) {
+    let store = &backend.store;
+    let name = EngineName::parse("flink").unwrap();
+    let (kept, ended) = (watched_job(store).await, watched_job(store).await);
+    insert(store, &kept).await;
+    insert(store, &ended).await;
+    let since = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store
+        .move_job(&ended.id, &report(JobStatus::Canceled, None))
+        .await
+        .unwrap();
+
+    // Only what changed since, finished included, with its status.
+    let changes = store.watched_changes(&name, since).await.unwrap();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].id, ended.id);
+    assert_eq!(changes[0].status, JobStatus::Canceled);
+    let earlier = since - chrono::Duration::seconds(60);
+    let mut all = store.watched_changes(&name, earlier).await.unwrap();
+    all.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(all.len(), 2);
+    let other = EngineName::parse("other").unwrap();
+    assert!(
+        store
+            .watched_changes(&other, earlier)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Read whole by id: the same last change, so a poll can tell a job it
+    // keeps as it is from one that moved.
+    let ids = [
+        kept.id.as_str(),
+        ended.id.as_str(),
+        "0123456789abcdef0123456789abcdef",
+    ];
+    let mut whole = store.watched_jobs_among(&ids).await.unwrap();
+    whole.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(whole.len(), 2, "a job not there is left out");
+    for (job, change) in whole.iter().zip(&all) {
+        assert_eq!(
+            (&job.id, job.status, job.updated_at),
+            (&change.id, change.status, change.updated_at)
+        );
+    }
+    let [one] = &store.watched_jobs_among(&[kept.id.as_str()]).await.unwrap()[..] else {
+        panic!("one job asked, one read");
+    };
+    assert_eq!(one.id, kept.id);
 }
 
 async fn an_engine_watching_unfinished_jobs_is_kept(backend: Backend) {
