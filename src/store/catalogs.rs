@@ -59,7 +59,7 @@ impl<B: Backend> CatalogStore for SqlStore<B> {
             .pool()
             .rows(
                 Query::new(format!(
-                    "SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name > $1 ORDER BY name LIMIT $2"
+                    "SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name > $1 ORDER BY name LIMIT CAST($2 AS BIGINT)"
                 ))
                 .text(after.map(CatalogName::as_str).unwrap_or(""))
                 .int(i64::from(limit)),

@@ -226,7 +226,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
             .pool()
             .rows(
                 Query::new(format!(
-                    "SELECT {ENGINE_COLUMNS} FROM engines WHERE name > $1 ORDER BY name LIMIT $2"
+                    "SELECT {ENGINE_COLUMNS} FROM engines WHERE name > $1 ORDER BY name LIMIT CAST($2 AS BIGINT)"
                 ))
                 .text(after.map(EngineName::as_str).unwrap_or(""))
                 .int(i64::from(limit)),
@@ -328,7 +328,7 @@ impl<B: Backend> EngineStore for SqlStore<B> {
             .rows(
                 Query::new(format!(
                     "{} WHERE j.engine = $1 AND j.id > $2 AND j.{UNFINISHED} \
-                     ORDER BY j.id LIMIT $3",
+                     ORDER BY j.id LIMIT CAST($3 AS BIGINT)",
                     watched_select(&by_engine_and_id)
                 ))
                 .text(name.as_str())

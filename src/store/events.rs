@@ -344,7 +344,7 @@ impl<B: Backend> EventStore for SqlStore<B> {
             .rows(
                 Query::new(
                     "SELECT id, job_id, kind, hook_index, from_status, to_status, action_id, \
-                     action, state, outcome, detail, actor, at FROM outbox ORDER BY id LIMIT $1",
+                     action, state, outcome, detail, actor, at FROM outbox ORDER BY id LIMIT CAST($1 AS BIGINT)",
                 )
                 .int(i64::from(limit)),
             )
@@ -401,7 +401,7 @@ impl<B: Backend> EventStore for SqlStore<B> {
                          AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.state = 'pending' \
                                          AND e.subscription = d.subscription AND e.job_id = d.job_id \
                                          AND e.id < d.id) \
-                       ORDER BY d.id LIMIT $3{skip_locked}) RETURNING {DELIVERY_COLUMNS}"
+                       ORDER BY d.id LIMIT CAST($3 AS BIGINT){skip_locked}) RETURNING {DELIVERY_COLUMNS}"
                 ))
                 .int(lease_until.timestamp_millis())
                 .int(now.timestamp_millis())
@@ -460,7 +460,7 @@ impl<B: Backend> EventStore for SqlStore<B> {
                 Query::new(format!(
                     "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE subscription = $1 \
                      AND (CAST($2 AS TEXT) IS NULL OR state = $2) \
-                     AND (CAST($3 AS BIGINT) IS NULL OR id < $3) ORDER BY id DESC LIMIT $4"
+                     AND (CAST($3 AS BIGINT) IS NULL OR id < $3) ORDER BY id DESC LIMIT CAST($4 AS BIGINT)"
                 ))
                 .text(subscription.as_str())
                 .opt_text(state.map(DeliveryState::as_str))

@@ -195,7 +195,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
             .execute(
                 Query::new(
                     "DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key \
-                     FROM idempotency_keys WHERE created_at < $1 LIMIT $2)",
+                     FROM idempotency_keys WHERE created_at < $1 LIMIT CAST($2 AS BIGINT))",
                 )
                 .int(expired_before_ms)
                 .int(batch),
@@ -205,7 +205,7 @@ impl<B: Backend> IdempotencyStore for SqlStore<B> {
             .execute(
                 Query::new(
                     "DELETE FROM idempotency_keys WHERE (caller, key) IN (SELECT caller, key \
-                     FROM idempotency_keys WHERE status IS NULL AND created_at < $1 LIMIT $2)",
+                     FROM idempotency_keys WHERE status IS NULL AND created_at < $1 LIMIT CAST($2 AS BIGINT))",
                 )
                 .int(abandoned_before_ms)
                 .int(batch),

@@ -328,7 +328,7 @@ impl<B: Backend> JobStore for SqlStore<B> {
                        WHERE j.status IN ({}) AND j.updated_at < $1 \
                          AND NOT EXISTS (SELECT 1 FROM actions a \
                                          WHERE a.job_id = j.id AND a.state = 'pending') \
-                       ORDER BY j.updated_at LIMIT $2)",
+                       ORDER BY j.updated_at LIMIT CAST($2 AS BIGINT))",
                 ended.join(", ")
             ))
             .time(ended_before)
@@ -527,7 +527,7 @@ fn list_query<'a>(filter: &'a JobFilter, after: Option<&'a JobCursor>, limit: u3
         false => format!("WHERE {} ", conditions.join(" AND ")),
     };
     let mut query = Query::new(format!(
-        "SELECT j.id FROM jobs j {conditions}ORDER BY j.created_at DESC, j.id DESC LIMIT ${limit}"
+        "SELECT j.id FROM jobs j {conditions}ORDER BY j.created_at DESC, j.id DESC LIMIT CAST(${limit} AS BIGINT)"
     ));
     query.params = params;
     query

@@ -265,7 +265,7 @@ impl<B: Backend> Ledger for SqlStore<B> {
                          AND (a.attempts > 0 OR a.not_before <= $5) \
                          AND NOT EXISTS (SELECT 1 FROM actions b WHERE b.job_id = a.job_id \
                                          AND b.hook_index = a.hook_index AND b.state = 'pending' AND b.id < a.id) \
-                       ORDER BY a.id LIMIT $6{skip_locked}) RETURNING {ACTION_COLUMNS}"
+                       ORDER BY a.id LIMIT CAST($6 AS BIGINT){skip_locked}) RETURNING {ACTION_COLUMNS}"
                 ))
                 .int(millis(after(lease)))
                 .time(now)

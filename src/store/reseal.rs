@@ -151,7 +151,7 @@ impl<B: Backend> SqlStore<B> {
                          FROM hooks \
                          WHERE (job_id > $1 OR (job_id = $1 AND hook_index > $2)) \
                            AND (catalog_sealed_options <> '{}' OR sealed_table_properties <> '{}') \
-                         ORDER BY job_id, hook_index LIMIT $3",
+                         ORDER BY job_id, hook_index LIMIT CAST($3 AS BIGINT)",
                     )
                     .text(&after_job)
                     .int(after_hook)

@@ -7,6 +7,11 @@
 //! Both schemas have one shape for this (JSON as text, counters and indexes
 //! as 64-bit integers, the times the ledger compares as unix milliseconds),
 //! so the same Rust types bind and decode on both.
+//!
+//! A bound `LIMIT` is written `LIMIT CAST($n AS BIGINT)`: SQLite takes a
+//! bare `LIMIT ?` as a value its plan depends on, and compiles the cached
+//! statement again every time the value is bound (every run); through the
+//! `CAST` the statement stays prepared.
 
 use std::borrow::Cow;
 use std::future::Future;

@@ -286,3 +286,24 @@ fn postgres_only_statements_stay_under_store_postgres() {
         found.join("\n")
     );
 }
+
+/// SQLite (3.51) reads a bare `LIMIT $n` as a value the plan depends on:
+/// binding it again, as every run of a cached statement does, throws the
+/// plan away and compiles the statement again. Through a `CAST` it is an
+/// expression evaluated at run time, and the statement stays prepared.
+#[test]
+fn limits_are_bound_through_a_cast_so_statements_stay_prepared() {
+    let mut found = Vec::new();
+    for path in sources("store") {
+        for (line, code) in code_lines(&path) {
+            if code.contains("LIMIT $") {
+                found.push(format!("{}:{line}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a bare `LIMIT $n` (write `LIMIT CAST($n AS BIGINT)`):\n{}",
+        found.join("\n")
+    );
+}
