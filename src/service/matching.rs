@@ -9,13 +9,23 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
 use super::mirror::Mirror;
+use crate::domain::job::JobId;
 use crate::engine::{FlinkJob, ListingReader};
 use crate::store::WatchedJob;
 
 /// A watched job a poll has to examine: moved, missing or not yet seen.
+/// It is known by its id until its turn comes (during a catch-up, most
+/// wait for a later poll, and a copy of each would be made for nothing).
 pub(super) struct Due {
     /// Whether Flink lists it ended: those are examined first.
     pub ended: bool,
+    pub id: JobId,
+    /// As Flink lists it, if it does.
+    pub seen: Option<FlinkJob>,
+}
+
+/// A due job as the mirror keeps it, taken to be examined.
+pub(super) struct Examinee {
     pub job: WatchedJob,
     pub listed_at: Option<DateTime<Utc>>,
     /// As Flink lists it, if it does.
@@ -31,11 +41,11 @@ pub(super) struct Matching<'m> {
     due: Vec<Due>,
     /// Where a job Flink lists as ended goes at once, to be examined while
     /// the rest of the listing is read; `None` once the listing is.
-    ended: Option<mpsc::UnboundedSender<Due>>,
+    ended: Option<mpsc::UnboundedSender<Examinee>>,
 }
 
 impl<'m> Matching<'m> {
-    pub fn new(mirror: &'m mut Mirror, ended: mpsc::UnboundedSender<Due>) -> Self {
+    pub fn new(mirror: &'m mut Mirror, ended: mpsc::UnboundedSender<Examinee>) -> Self {
         mirror.begin_listing();
         Self {
             mirror,
@@ -56,8 +66,7 @@ impl<'m> Matching<'m> {
         let mut due = self.due;
         due.extend(self.mirror.unfound().map(|kept| Due {
             ended: false,
-            job: kept.job.clone(),
-            listed_at: kept.listed_at,
+            id: kept.job.id.clone(),
             seen: None,
         }));
         due
@@ -77,19 +86,28 @@ impl ListingReader for Matching<'_> {
             kept.listed_at = Some(self.now);
             return;
         }
-        let due = Due {
-            ended: seen.state.is_globally_terminal(),
-            job: kept.job.clone(),
-            listed_at: kept.listed_at,
-            seen: Some(seen),
-        };
+        let ended = seen.state.is_globally_terminal();
         match &self.ended {
-            Some(ended) if due.ended => {
-                if let Err(unsent) = ended.send(due) {
-                    self.due.push(unsent.0);
+            Some(sender) if ended => {
+                let examinee = Examinee {
+                    job: kept.job.clone(),
+                    listed_at: kept.listed_at,
+                    seen: Some(seen),
+                };
+                if let Err(unsent) = sender.send(examinee) {
+                    let Examinee { job, seen, .. } = unsent.0;
+                    self.due.push(Due {
+                        ended,
+                        id: job.id,
+                        seen,
+                    });
                 }
             }
-            _ => self.due.push(due),
+            _ => self.due.push(Due {
+                ended,
+                id: kept.job.id.clone(),
+                seen: Some(seen),
+            }),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::matching::{Due, Examinee};
 use super::{ServiceError, Services};
 use crate::domain::EngineName;
 use crate::domain::job::JobId;
@@ -227,6 +228,24 @@ impl Mirror {
         }
         kept.found_in_listing = self.listings;
         Some(kept)
+    }
+
+    /// A due job as kept, taken to be examined; `None` if it is kept no
+    /// more.
+    pub fn examinee(&self, due: Due) -> Option<Examinee> {
+        let kept = self.jobs.get(&due.id)?;
+        Some(Examinee {
+            job: kept.job.clone(),
+            listed_at: kept.listed_at,
+            seen: due.seen,
+        })
+    }
+
+    /// Notes that a job kept as it is was listed at `at`.
+    pub fn listed(&mut self, job: &JobId, at: DateTime<Utc>) {
+        if let Some(kept) = self.jobs.get_mut(job) {
+            kept.listed_at = Some(at);
+        }
     }
 
     /// The jobs the listing being matched did not list.

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use chrono::{DateTime, Utc};
 
-use super::matching::{Due, Matching, moved};
+use super::matching::{Due, Examinee, Matching, moved};
 use super::mirror::{EngineWatch, Mirror, RequestBudget};
 use super::{ServiceError, Services};
 use crate::domain::EngineName;
@@ -40,6 +40,9 @@ const CAUSE_WAIT: Duration = Duration::from_secs(15);
 enum Examined {
     /// It finished, or is gone: watched no more.
     Done(JobId),
+    /// Nothing about it to write or to keep, but when it was listed (a job
+    /// waiting for the request budget).
+    AsKept { job: JobId, listed: bool },
     Watched {
         job: Box<WatchedJob>,
         watch: JobWatch,
@@ -117,9 +120,16 @@ impl Services {
             Ok(mut due) => {
                 // Those Flink ended first, should any be left (in place: ids
                 // are unique, and a stable sort copies every job due aside).
-                due.sort_unstable_by(|a, b| (!a.ended, &a.job.id).cmp(&(!b.ended, &b.job.id)));
+                due.sort_unstable_by(|a, b| (!a.ended, &a.id).cmp(&(!b.ended, &b.id)));
+                // Each copied out of the mirror only as its turn comes.
+                let examinees = due.into_iter().filter_map(|due| mirror.examinee(due));
                 let outcomes = self
-                    .examine(&engine, &flink, futures_util::stream::iter(due), budget)
+                    .examine(
+                        &engine,
+                        &flink,
+                        futures_util::stream::iter(examinees),
+                        budget,
+                    )
                     .await;
                 examined = examined.and(take_in(outcomes, mirror, now, &mut writes));
                 let noted = self.note_reachable(&engine, &flink).await;
@@ -177,7 +187,7 @@ impl Services {
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
-        due: impl Stream<Item = Due>,
+        due: impl Stream<Item = Examinee>,
         budget: &RequestBudget,
     ) -> Vec<Result<Examined, ServiceError>> {
         let deadline = Instant::now() + engine.descriptor.settings.poll_interval;
@@ -193,15 +203,14 @@ impl Services {
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
-        due: Due,
+        examinee: Examinee,
         budget: &RequestBudget,
     ) -> Result<Examined, ServiceError> {
-        let Due {
+        let Examinee {
             job,
             listed_at,
             seen,
-            ..
-        } = due;
+        } = examinee;
         let seen = seen.as_ref();
         let per_second = engine.descriptor.settings.max_requests_per_second;
         let mut budgeted = false;
@@ -245,8 +254,16 @@ impl Services {
             note: watch.note.map(|note| truncate(&note, MAX_FAILURE_LEN)),
             ..watch
         };
+        let changed = worth_writing(&before, &watch);
+        if !changed && !budgeted {
+            // Not read again from the store: just as the mirror keeps it.
+            return Ok(Examined::AsKept {
+                job: job.id,
+                listed: seen.is_some(),
+            });
+        }
         Ok(Examined::Watched {
-            changed: worth_writing(&before, &watch),
+            changed,
             listed: seen.is_some(),
             job: Box::new(job),
             watch,
@@ -515,7 +532,7 @@ impl Services {
 }
 
 /// The jobs sent as listed ended, until the listing is read.
-fn listed_as_ended(mut ended: mpsc::UnboundedReceiver<Due>) -> impl Stream<Item = Due> {
+fn listed_as_ended(mut ended: mpsc::UnboundedReceiver<Examinee>) -> impl Stream<Item = Examinee> {
     futures_util::stream::poll_fn(move |cx| ended.poll_recv(cx))
 }
 
@@ -531,6 +548,11 @@ fn take_in(
     for outcome in outcomes {
         match outcome {
             Ok(Examined::Done(id)) => mirror.forget(&id),
+            Ok(Examined::AsKept { job, listed }) => {
+                if listed {
+                    mirror.listed(&job, now);
+                }
+            }
             Ok(Examined::Watched {
                 job,
                 watch,
