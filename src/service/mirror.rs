@@ -5,9 +5,9 @@
 //! Flink's. A poll reads from the store only the jobs that changed since
 //! the poll before (a status report, a submission; through an index on the
 //! change time) and, for a job Flink moved, that job afresh before acting
-//! on it. Every job is read again now and then, a page at a time into the
-//! mirror, and whole when this replica takes the engine over, so that a
-//! change another writer made is never missed for long.
+//! on it. Every job is read again every minute, a page a poll (no poll
+//! waits for all of them), and whole when this replica takes the engine
+//! over, so that a change another writer made is never missed for long.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -93,6 +93,9 @@ pub(super) struct Mirror {
     changes_since: DateTime<Utc>,
     /// `None` until the first whole read.
     read_whole_at: Option<Instant>,
+    /// While a whole read goes a page a poll: the id the next page starts
+    /// after (`None` for the first).
+    refreshing: Option<Option<JobId>>,
     /// Counts the listings matched, and the whole reads: a job marked with
     /// the current count was found by it.
     listings: u32,
@@ -116,6 +119,7 @@ impl Mirror {
             by_flink: HashMap::new(),
             changes_since: read_at,
             read_whole_at: None,
+            refreshing: None,
             listings: 0,
             whole_reads: 0,
         }
@@ -242,7 +246,7 @@ impl Mirror {
     }
 
     /// Notes that a job kept as it is was listed at `at`.
-    pub fn listed(&mut self, job: &JobId, at: DateTime<Utc>) {
+    pub fn note_listed(&mut self, job: &JobId, at: DateTime<Utc>) {
         if let Some(kept) = self.jobs.get_mut(job) {
             kept.listed_at = Some(at);
         }
@@ -256,28 +260,48 @@ impl Mirror {
             .filter(move |kept| kept.found_in_listing != listing)
     }
 
-    /// Reads every watched job into the mirror, a page at a time; a job
-    /// the read did not find is forgotten.
+    /// Reads every watched job into the mirror, a page at a time, and
+    /// forgets a job the read did not find: all at once the first time,
+    /// else a page a poll, so that no poll waits for all of them.
     async fn read_whole(
         &mut self,
         services: &Services,
         name: &EngineName,
+        whole: WholeRead,
     ) -> Result<(), ServiceError> {
-        self.whole_reads = self.whole_reads.wrapping_add(1);
-        let mut after = None;
         loop {
+            let after = self.whole_read_goes_on();
             let page = services
                 .store
                 .watched_jobs(name, after.as_ref(), WHOLE_READ_PAGE)
                 .await?;
-            let full = page.len() == WHOLE_READ_PAGE;
-            after = page.last().map(|job| job.id.clone());
-            for job in page {
-                self.put(job, None);
+            if self.take_in_page(page) || matches!(whole, WholeRead::APage) {
+                return Ok(());
             }
-            if !full {
-                break;
-            }
+        }
+    }
+
+    /// Where the next page of a whole read starts: after the one before,
+    /// or at the start of a new read.
+    fn whole_read_goes_on(&mut self) -> Option<JobId> {
+        self.refreshing.take().unwrap_or_else(|| {
+            self.whole_reads = self.whole_reads.wrapping_add(1);
+            None
+        })
+    }
+
+    /// Takes in a page of a whole read; whether it was the last, and then
+    /// forgets the jobs the read did not find. A job put since the read
+    /// began (read afresh, or changed) counts as found: it is in the store.
+    fn take_in_page(&mut self, page: Vec<WatchedJob>) -> bool {
+        let full = page.len() == WHOLE_READ_PAGE;
+        let after = page.last().map(|job| job.id.clone());
+        for job in page {
+            self.put(job, None);
+        }
+        if full {
+            self.refreshing = Some(after);
+            return false;
         }
         let read = self.whole_reads;
         let unread: Vec<JobId> = self
@@ -290,8 +314,15 @@ impl Mirror {
             self.forget(job);
         }
         self.read_whole_at = Some(Instant::now());
-        Ok(())
+        true
     }
+}
+
+/// How much of a whole read one poll does.
+#[derive(Debug, Clone, Copy)]
+enum WholeRead {
+    AtOnce,
+    APage,
 }
 
 /// `kept` made `watch`, its note replaced only if it differs.
@@ -331,8 +362,9 @@ fn unindex(by_flink: &mut HashMap<Box<str>, JobId>, job: &WatchedJob) {
 
 impl Services {
     /// The watched jobs of engine `name`, brought up to date with the store:
-    /// read whole the first time and every [`READ_WHOLE_EVERY`], else only
-    /// the jobs that changed since the previous read.
+    /// read whole the first time; then the jobs that changed since the
+    /// previous read, and every [`READ_WHOLE_EVERY`] all of them again, a
+    /// page a poll.
     pub(super) async fn mirror<'m>(
         &self,
         name: &EngineName,
@@ -340,19 +372,20 @@ impl Services {
     ) -> Result<&'m mut Mirror, ServiceError> {
         let read_at = Utc::now();
         let mirror = slot.get_or_insert_with(|| Mirror::empty(read_at));
-        let fresh = mirror
-            .read_whole_at
-            .is_some_and(|at| at.elapsed() < READ_WHOLE_EVERY);
-        if fresh {
-            let since = mirror.changes_since - CHANGES_OVERLAP;
-            let changes = self.store.watched_changes(name, since).await?;
-            let stale = mirror.take_in_changes(changes);
-            for ids in stale.chunks(WHOLE_READ_PAGE) {
-                let ids: Vec<&str> = ids.iter().map(JobId::as_str).collect();
-                mirror.merge(self.store.watched_jobs_among(&ids).await?);
-            }
-        } else {
-            mirror.read_whole(self, name).await?;
+        let Some(read_whole_at) = mirror.read_whole_at else {
+            mirror.read_whole(self, name, WholeRead::AtOnce).await?;
+            mirror.changes_since = read_at;
+            return Ok(mirror);
+        };
+        let since = mirror.changes_since - CHANGES_OVERLAP;
+        let changes = self.store.watched_changes(name, since).await?;
+        let stale = mirror.take_in_changes(changes);
+        for ids in stale.chunks(WHOLE_READ_PAGE) {
+            let ids: Vec<&str> = ids.iter().map(JobId::as_str).collect();
+            mirror.merge(self.store.watched_jobs_among(&ids).await?);
+        }
+        if mirror.refreshing.is_some() || read_whole_at.elapsed() >= READ_WHOLE_EVERY {
+            mirror.read_whole(self, name, WholeRead::APage).await?;
         }
         mirror.changes_since = read_at;
         Ok(mirror)
@@ -428,6 +461,44 @@ mod tests {
             "a finished job is watched no more"
         );
         assert!(mirror.watches("f-same") && mirror.watches("f-moved"));
+    }
+
+    #[test]
+    fn a_whole_read_page_by_page_forgets_only_the_jobs_neither_read_nor_put_meanwhile() {
+        let mut mirror = Mirror::empty(Utc::now());
+        let first: Vec<WatchedJob> = (0..WHOLE_READ_PAGE)
+            .map(|n| job(&JobId::generate(), Some(&format!("f{n}"))))
+            .collect();
+        let (last, gone, new) = (JobId::generate(), JobId::generate(), JobId::generate());
+        for kept in first.iter().cloned() {
+            mirror.put(kept, None);
+        }
+        mirror.put(job(&last, Some("f-last")), None);
+        mirror.put(job(&gone, Some("f-gone")), None);
+
+        assert_eq!(mirror.whole_read_goes_on(), None, "a read starts");
+        assert!(
+            !mirror.take_in_page(first.clone()),
+            "a full page is not the last"
+        );
+        // Between two polls' pages: a job submitted (read as changed).
+        mirror.put(job(&new, Some("f-new")), None);
+        let after = first.last().map(|job| job.id.clone());
+        assert_eq!(
+            mirror.whole_read_goes_on(),
+            after,
+            "it goes on after its page"
+        );
+        assert!(mirror.take_in_page(vec![job(&last, Some("f-last"))]));
+
+        assert!(!mirror.watches("f-gone"), "not in the store: forgotten");
+        assert!(mirror.watches("f-new") && mirror.watches("f-last") && mirror.watches("f0"));
+        assert_eq!(mirror.jobs.len(), WHOLE_READ_PAGE + 2);
+        assert_eq!(
+            mirror.whole_read_goes_on(),
+            None,
+            "the next read starts afresh"
+        );
     }
 
     #[test]

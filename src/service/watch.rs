@@ -550,7 +550,7 @@ fn take_in(
             Ok(Examined::Done(id)) => mirror.forget(&id),
             Ok(Examined::AsKept { job, listed }) => {
                 if listed {
-                    mirror.listed(&job, now);
+                    mirror.note_listed(&job, now);
                 }
             }
             Ok(Examined::Watched {
