@@ -133,6 +133,8 @@ def main():
     parser.add_argument("--rows", type=int, default=100)
     parser.add_argument("--ctasd", default=os.path.join(ROOT, "target/release/ctasd"))
     args = parser.parse_args()
+    if not os.access(args.ctasd, os.X_OK):
+        sys.exit(f"no ctasd at {args.ctasd}: build it first (cargo build --release), or name one with --ctasd")
     home, python = os.environ["CTASD_TEST_FLINK_HOME"], os.environ["CTASD_TEST_FLINK_PYTHON"]
     subprocess.run([os.path.join(ROOT, "flink/build.sh")], env=dict(os.environ, FLINK_HOME=home),
                    check=True, stdout=subprocess.DEVNULL)

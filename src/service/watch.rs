@@ -118,8 +118,8 @@ impl Services {
         let mut examined = take_in(examined_ended, mirror, now, &mut writes);
         let (noted, polled) = match due {
             Ok(mut due) => {
-                // Those Flink ended first, should any be left (in place: ids
-                // are unique, and a stable sort copies every job due aside).
+                // Those Flink ended first, should any be left (ids are
+                // unique: an unstable sort, in place, orders them all).
                 due.sort_unstable_by(|a, b| (!a.ended, &a.id).cmp(&(!b.ended, &b.id)));
                 // Each copied out of the mirror only as its turn comes.
                 let examinees = due.into_iter().filter_map(|due| mirror.examinee(due));
@@ -178,7 +178,7 @@ impl Services {
         (read.map(|()| matching.due()), examined_ended)
     }
 
-    /// Examines the watched jobs that are `due`, side by side, for at most
+    /// Examines the watched jobs due (`examinees`), side by side, for at most
     /// a poll interval (the rest wait for the next poll, which is not held
     /// up; counted from here, so that however long the listing took to
     /// read, every poll gets on with the jobs). Every examination started
@@ -187,12 +187,13 @@ impl Services {
         &self,
         engine: &EngineRecord,
         flink: &FlinkClient,
-        due: impl Stream<Item = Examinee>,
+        examinees: impl Stream<Item = Examinee>,
         budget: &RequestBudget,
     ) -> Vec<Result<Examined, ServiceError>> {
         let deadline = Instant::now() + engine.descriptor.settings.poll_interval;
-        due.take_while(|_| std::future::ready(Instant::now() < deadline))
-            .map(|due| self.examine_one(engine, flink, due, budget))
+        examinees
+            .take_while(|_| std::future::ready(Instant::now() < deadline))
+            .map(|examinee| self.examine_one(engine, flink, examinee, budget))
             .buffer_unordered(EXAMINED_AT_ONCE)
             .collect()
             .await

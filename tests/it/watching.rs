@@ -44,6 +44,23 @@ async fn submit(app: &TestApp, n: usize) -> String {
     app.submit(&job).await.id
 }
 
+/// Job `n` running in Flink, submitted, and waited for until ctasd shows
+/// it RUNNING (within `secs`): its id, and the job as then shown.
+async fn submit_running(
+    app: &TestApp,
+    flink: &StandInFlink,
+    n: usize,
+    secs: u64,
+) -> (String, Value) {
+    flink.set_run(&flink_id(n), FlinkRun::running_since(now_ms()));
+    let job = submit(app, n).await;
+    let running = wait_for(app, &format!("/v1/jobs/{job}"), secs, |j| {
+        j["status"] == "RUNNING"
+    })
+    .await;
+    (job, running)
+}
+
 /// Polls `path` until `done` holds for its answer, or fails after `secs`.
 async fn wait_for(app: &TestApp, path: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
@@ -74,21 +91,11 @@ fn staging_dirs(warehouse: &Path) -> Vec<String> {
 #[tokio::test]
 async fn a_job_submitted_while_its_engine_is_watched_is_followed_to_its_published_table() {
     let (app, flink, warehouse) = watched_app(json!({"poll_interval_ms": 100})).await;
-    flink.set_run(&flink_id(1), FlinkRun::running_since(now_ms()));
-    let first = submit(&app, 1).await;
-    wait_for(&app, &format!("/v1/jobs/{first}"), 10, |j| {
-        j["status"] == "RUNNING"
-    })
-    .await;
+    let (first, _) = submit_running(&app, &flink, 1, 10).await;
 
     // Polls have run since; a job submitted now is found among the changes.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    flink.set_run(&flink_id(2), FlinkRun::running_since(now_ms()));
-    let second = submit(&app, 2).await;
-    wait_for(&app, &format!("/v1/jobs/{second}"), 10, |j| {
-        j["status"] == "RUNNING"
-    })
-    .await;
+    let (second, _) = submit_running(&app, &flink, 2, 10).await;
     assert!(
         !warehouse.join("db").join("t2").exists(),
         "not yet published"
@@ -113,12 +120,7 @@ async fn a_job_submitted_while_its_engine_is_watched_is_followed_to_its_publishe
 async fn a_job_flink_stops_listing_is_settled_failed_after_the_grace_and_its_staging_removed() {
     let (app, flink, warehouse) =
         watched_app(json!({"poll_interval_ms": 100, "missing_job_grace_seconds": 1})).await;
-    flink.set_run(&flink_id(3), FlinkRun::running_since(now_ms()));
-    let job = submit(&app, 3).await;
-    let running = wait_for(&app, &format!("/v1/jobs/{job}"), 10, |j| {
-        j["status"] == "RUNNING"
-    })
-    .await;
+    let (job, running) = submit_running(&app, &flink, 3, 10).await;
     assert!(!staging_dirs(&warehouse).is_empty(), "{running}");
     let first_seen = running["watch"]["first_seen_at"]
         .as_str()
@@ -209,12 +211,7 @@ async fn a_job_ending_during_a_catch_up_is_published_ahead_of_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_flink_lists_as_ended_is_published_while_the_listing_still_arrives() {
     let (app, flink, warehouse) = watched_app(json!({"poll_interval_ms": 250})).await;
-    flink.set_run(&flink_id(7), FlinkRun::running_since(now_ms()));
-    let job = submit(&app, 7).await;
-    wait_for(&app, &format!("/v1/jobs/{job}"), 30, |j| {
-        j["status"] == "RUNNING"
-    })
-    .await;
+    let (job, _) = submit_running(&app, &flink, 7, 30).await;
 
     // Every listing from now on stops for 6 s after the job's entry.
     flink.with(|answers| answers.listing_stalls = Some(Duration::from_secs(6)));
@@ -246,13 +243,7 @@ async fn a_cluster_listing_more_than_32_mib_of_other_jobs_is_watched() {
     let besides = besides.join(",");
     assert!(besides.len() > 32 << 20, "{} bytes", besides.len());
     flink.with(|answers| answers.listed_besides = besides);
-    flink.set_run(&flink_id(5), FlinkRun::running_since(now_ms()));
-
-    let job = submit(&app, 5).await;
-    wait_for(&app, &format!("/v1/jobs/{job}"), 60, |j| {
-        j["status"] == "RUNNING"
-    })
-    .await;
+    let (job, _) = submit_running(&app, &flink, 5, 60).await;
     flink.set_run(&flink_id(5), FlinkRun::finished_at(now_ms()));
     let finished = wait_for(&app, &format!("/v1/jobs/{job}"), 60, |j| {
         j["settlement"] == "settled"
