@@ -61,6 +61,22 @@ async fn submit_running(
     (job, running)
 }
 
+/// Job `n` (ctasd's `job`) finished in Flink now, and waited for until
+/// ctasd settled it (within `secs`): the job as then shown.
+async fn finish_settled(
+    app: &TestApp,
+    flink: &StandInFlink,
+    n: usize,
+    job: &str,
+    secs: u64,
+) -> Value {
+    flink.set_run(&flink_id(n), FlinkRun::finished_at(now_ms()));
+    wait_for(app, &format!("/v1/jobs/{job}"), secs, |j| {
+        j["settlement"] == "settled"
+    })
+    .await
+}
+
 /// Polls `path` until `done` holds for its answer, or fails after `secs`.
 async fn wait_for(app: &TestApp, path: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
@@ -101,11 +117,7 @@ async fn a_job_submitted_while_its_engine_is_watched_is_followed_to_its_publishe
         "not yet published"
     );
 
-    flink.set_run(&flink_id(2), FlinkRun::finished_at(now_ms()));
-    let finished = wait_for(&app, &format!("/v1/jobs/{second}"), 10, |j| {
-        j["settlement"] == "settled"
-    })
-    .await;
+    let finished = finish_settled(&app, &flink, 2, &second, 10).await;
     assert_eq!(finished["status"], "FINISHED", "{finished}");
     assert!(
         warehouse.join("db").join("t2").is_dir(),
@@ -181,11 +193,7 @@ async fn a_job_ending_during_a_catch_up_is_published_ahead_of_it() {
     // The job examined last, were jobs taken in the order of their ids.
     let last = (0..jobs).max_by_key(|&n| &ids[n]).unwrap();
     let before = running(&app.get("/v1/overview").await.body);
-    flink.set_run(&flink_id(last), FlinkRun::finished_at(now_ms()));
-    let finished = wait_for(&app, &format!("/v1/jobs/{}", ids[last]), 30, |j| {
-        j["settlement"] == "settled"
-    })
-    .await;
+    let finished = finish_settled(&app, &flink, last, &ids[last], 30).await;
     assert_eq!(finished["status"], "FINISHED", "{finished}");
     assert!(
         warehouse.join("db").join(format!("t{last}")).is_dir(),
@@ -215,11 +223,7 @@ async fn a_job_flink_lists_as_ended_is_published_while_the_listing_still_arrives
 
     // Every listing from now on stops for 6 s after the job's entry.
     flink.with(|answers| answers.listing_stalls = Some(Duration::from_secs(6)));
-    flink.set_run(&flink_id(7), FlinkRun::finished_at(now_ms()));
-    let finished = wait_for(&app, &format!("/v1/jobs/{job}"), 4, |j| {
-        j["settlement"] == "settled"
-    })
-    .await;
+    let finished = finish_settled(&app, &flink, 7, &job, 4).await;
 
     assert_eq!(finished["status"], "FINISHED", "{finished}");
     assert!(warehouse.join("db").join("t7").is_dir(), "published");
@@ -244,11 +248,7 @@ async fn a_cluster_listing_more_than_32_mib_of_other_jobs_is_watched() {
     assert!(besides.len() > 32 << 20, "{} bytes", besides.len());
     flink.with(|answers| answers.listed_besides = besides);
     let (job, _) = submit_running(&app, &flink, 5, 60).await;
-    flink.set_run(&flink_id(5), FlinkRun::finished_at(now_ms()));
-    let finished = wait_for(&app, &format!("/v1/jobs/{job}"), 60, |j| {
-        j["settlement"] == "settled"
-    })
-    .await;
+    let finished = finish_settled(&app, &flink, 5, &job, 60).await;
     assert_eq!(finished["status"], "FINISHED", "{finished}");
     assert!(warehouse.join("db").join("t5").is_dir(), "published");
     let engine = app.get("/v1/engines/flink").await.body;
