@@ -16,7 +16,10 @@
 //!   requests) p50/p99/max, requests per poll, resident memory;
 //! - **finishing**, `--finish-rate` jobs a second: the poll period again,
 //!   requests per finished job, and the publish latency, from the Flink
-//!   job's end time to its commit done in ctasd's ledger, p50/p99/max.
+//!   job's end time to its commit done in ctasd's ledger, p50/p99/max,
+//!   with its steps: until a listing the stand-in served showed the job
+//!   ended (the wait for a poll), until ctasd read the job's details (the
+//!   listing read up to its entry), until the commit was done.
 //!
 //! `--listed` adds that many ended jobs the cluster lists and ctasd does
 //! not watch (a busy cluster keeps ended jobs an hour).
@@ -173,6 +176,16 @@ struct Counts {
     overview_at: Vec<Instant>,
 }
 
+/// When the stand-in first showed each ended job (unix ms): in a listing
+/// that ctasd requested, and in its details.
+#[derive(Default)]
+struct Shown {
+    /// Jobs ended and not yet listed so.
+    unlisted: Vec<String>,
+    listed: HashMap<String, i64>,
+    detailed: HashMap<String, i64>,
+}
+
 #[derive(Default)]
 struct Cluster {
     jobs: Vec<FlinkJob>,
@@ -180,6 +193,7 @@ struct Cluster {
     /// `/jobs/overview` as last rendered; `None` once a job changed.
     rendered: Option<Bytes>,
     counts: Counts,
+    shown: Shown,
 }
 
 impl Cluster {
@@ -230,6 +244,11 @@ async fn overview(State(cluster): State<Shared>) -> Response {
     let mut cluster = cluster.lock().unwrap();
     cluster.counts.overview += 1;
     cluster.counts.overview_at.push(Instant::now());
+    let at = now_ms();
+    let shown = &mut cluster.shown;
+    for id in std::mem::take(&mut shown.unlisted) {
+        shown.listed.insert(id, at);
+    }
     json_answer(cluster.overview())
 }
 
@@ -237,7 +256,12 @@ async fn job(State(cluster): State<Shared>, Path(id): Path<String>) -> Response 
     let mut cluster = cluster.lock().unwrap();
     cluster.counts.details += 1;
     match cluster.index.get(&id) {
-        Some(&i) => json_answer(Bytes::from(cluster.jobs[i].details().to_string())),
+        Some(&i) => {
+            if cluster.jobs[i].ended > 0 {
+                cluster.shown.detailed.entry(id).or_insert_with(now_ms);
+            }
+            json_answer(Bytes::from(cluster.jobs[i].details().to_string()))
+        }
         None => (
             StatusCode::NOT_FOUND,
             json_answer(Bytes::from_static(br#"{"errors":["Job not found."]}"#)),
@@ -464,6 +488,7 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
             job.ended = at;
             job.render();
             cluster.rendered = None;
+            cluster.shown.unlisted.push(flink_id(next));
             ended.push((next, at));
             next += 1;
         }
@@ -471,6 +496,10 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
     let periods = poll_periods(&cluster, finishing_from);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut latencies = Samples::default();
+    // Where the time went: waiting for a poll to list the job ended, ctasd
+    // reading the listing up to it and asking its details, and ctasd
+    // applying FINISHED and committing.
+    let mut steps: [Samples; 3] = Default::default();
     for (n, end) in &ended {
         loop {
             let job = get_json(&client, &format!("{base}/v1/jobs/{}", ids[*n])).await;
@@ -484,9 +513,18 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
                 .map(|at| at.timestamp_millis())
                 .max();
             if let Some(done) = commit_done {
-                latencies
-                    .0
-                    .push(Duration::from_millis((done - end).max(0) as u64));
+                let since = |from: i64, to: i64| Duration::from_millis((to - from).max(0) as u64);
+                latencies.0.push(since(*end, done));
+                let cluster = cluster.lock().unwrap();
+                let flink_id = flink_id(*n);
+                if let (Some(&listed), Some(&detailed)) = (
+                    cluster.shown.listed.get(&flink_id),
+                    cluster.shown.detailed.get(&flink_id),
+                ) {
+                    steps[0].0.push(since(*end, listed));
+                    steps[1].0.push(since(listed, detailed));
+                    steps[2].0.push(since(detailed, done));
+                }
                 break;
             }
             assert!(Instant::now() < deadline, "job {} never published", ids[*n]);
@@ -495,12 +533,21 @@ async fn run(args: &Args, watched: usize, ticks_per_second: f64) {
     }
     let counts = totals(&cluster).minus(counts_before);
     latencies.0.sort();
+    for step in &mut steps {
+        step.0.sort();
+    }
     println!(
         "watch: {watched:>6} finishing {}/s | poll period p50/p99/max {} | {:.2} requests per finished job | end-time → commit done p50/p99/max {}",
         args.finish_rate,
         quantiles(&periods),
         (counts.details + counts.exceptions) as f64 / ended.len().max(1) as f64,
         quantiles(&latencies)
+    );
+    println!(
+        "watch: {watched:>6} its steps p50/p99/max | end-time → listed ended {} | listed → details read {} | details read → commit done {}",
+        quantiles(&steps[0]),
+        quantiles(&steps[1]),
+        quantiles(&steps[2]),
     );
 }
 

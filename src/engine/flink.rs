@@ -25,7 +25,7 @@ use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::hosts::AllowedHosts;
-use super::listing::{CutError, ListingCutter, entry_job_id};
+use super::listing::{CutError, ListingDecoder, ListingReader, UnreadableListing};
 use crate::domain::engine::{EngineUrl, quoted, root_cause};
 use crate::domain::job::JobStatus;
 
@@ -51,26 +51,6 @@ pub enum FlinkError {
     /// An answer, but not one Flink gives.
     #[error("{url} answered {reason}")]
     Unexpected { url: String, reason: String },
-}
-
-/// A job as `/jobs/overview` lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlinkJob {
-    pub id: String,
-    pub state: JobStatus,
-    /// When the job last changed (unix ms).
-    pub last_modification: i64,
-}
-
-/// What reads a listing: the jobs it watches, as they are listed.
-pub trait ListingReader {
-    /// Whether the job Flink lists as `id` is watched: only a watched job's
-    /// entry is decoded.
-    fn watches(&self, id: &str) -> bool;
-
-    /// A watched job, as listed. A listing that turns out unreadable after
-    /// some of its jobs were read fails as a whole.
-    fn read(&mut self, job: FlinkJob);
 }
 
 /// A job as `/jobs/<id>` details it.
@@ -148,14 +128,6 @@ struct Config {
 }
 
 #[derive(Deserialize)]
-struct OverviewJob {
-    jid: String,
-    state: String,
-    #[serde(rename = "last-modification", default)]
-    last_modification: i64,
-}
-
-#[derive(Deserialize)]
 struct Details {
     state: String,
     #[serde(default)]
@@ -208,8 +180,7 @@ impl FlinkClient {
         if !response.status().is_success() {
             return Err(unexpected(format!("HTTP {}", response.status())));
         }
-        let mut cutter = ListingCutter::default();
-        let mut unreadable = None;
+        let mut listing = ListingDecoder::default();
         let mut read = 0;
         while let Some(chunk) = response
             .chunk()
@@ -226,35 +197,16 @@ impl FlinkClient {
                     MAX_LISTING_BYTES >> 20
                 )));
             }
-            let found = &mut |entry: &[u8]| {
-                if unreadable.is_some() || entry_job_id(entry).is_some_and(|id| !reader.watches(id))
-                {
-                    return;
-                }
-                match serde_json::from_slice::<OverviewJob>(entry) {
-                    // A state this build does not know is left for a later one.
-                    Ok(job) if reader.watches(&job.jid) => {
-                        if let Ok(state) = job.state.parse() {
-                            reader.read(FlinkJob {
-                                id: job.jid,
-                                state,
-                                last_modification: job.last_modification,
-                            });
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => unreadable = Some(not_flinks_json(&error)),
-                }
-            };
-            cutter
-                .feed(&chunk, found)
-                .map_err(|e| unexpected(not_a_listing(e)))?;
+            listing
+                .feed(&chunk, reader)
+                .map_err(|e| unexpected(unreadable(e)))?;
+            // A long listing arrives faster than it is read: without a
+            // turn given between chunks, what runs beside the read in the
+            // same task (the examination of the jobs it lists as ended)
+            // would wait for all of it.
+            tokio::task::yield_now().await;
         }
-        cutter.finish().map_err(|e| unexpected(not_a_listing(e)))?;
-        match unreadable {
-            Some(what) => Err(unexpected(what)),
-            None => Ok(()),
-        }
+        listing.finish().map_err(|e| unexpected(unreadable(e)))
     }
 
     /// One job's state and the times it reached each status.
@@ -370,6 +322,13 @@ impl FlinkClient {
 }
 
 /// Where a job listing stopped being Flink's.
+fn unreadable(error: UnreadableListing) -> String {
+    match error {
+        UnreadableListing::Cut(error) => not_a_listing(error),
+        UnreadableListing::Entry(error) => not_flinks_json(&error),
+    }
+}
+
 fn not_a_listing(error: CutError) -> String {
     format!(
         "something that is not Flink's JSON ({} at line {} column {})",

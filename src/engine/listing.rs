@@ -10,6 +10,134 @@
 //! of the array under the top-level key `jobs`. What the cut passes over
 //! is checked for shape only; each kept entry is decoded by serde.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use crate::domain::job::JobStatus;
+
+/// A job as `/jobs/overview` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlinkJob {
+    pub id: String,
+    pub state: JobStatus,
+    /// When the job last changed (unix ms).
+    pub last_modification: i64,
+}
+
+impl FlinkJob {
+    pub fn listed(&self) -> ListedJob<'_> {
+        ListedJob {
+            id: &self.id,
+            state: self.state,
+            last_modification: self.last_modification,
+        }
+    }
+}
+
+/// A job as `/jobs/overview` lists it, read from the listing in place:
+/// most listed jobs are just as they were, and nothing of them is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListedJob<'a> {
+    pub id: &'a str,
+    pub state: JobStatus,
+    /// When the job last changed (unix ms).
+    pub last_modification: i64,
+}
+
+impl From<ListedJob<'_>> for FlinkJob {
+    fn from(job: ListedJob<'_>) -> Self {
+        Self {
+            id: job.id.to_owned(),
+            state: job.state,
+            last_modification: job.last_modification,
+        }
+    }
+}
+
+/// What reads a listing: the jobs it watches, as they are listed.
+pub trait ListingReader {
+    /// Whether the job Flink lists as `id` is watched: only a watched job's
+    /// entry is decoded.
+    fn watches(&self, id: &str) -> bool;
+
+    /// A watched job, as listed. A listing that turns out unreadable after
+    /// some of its jobs were read fails as a whole.
+    fn read(&mut self, job: ListedJob<'_>);
+}
+
+/// Why a listing could not be read: it could not be cut into entries, or
+/// a watched job's entry is not one of Flink's.
+#[derive(Debug)]
+pub enum UnreadableListing {
+    Cut(CutError),
+    Entry(serde_json::Error),
+}
+
+/// A listing read chunk by chunk into a [`ListingReader`]: cut into
+/// entries, and only the entries of watched jobs decoded.
+#[derive(Default)]
+pub struct ListingDecoder {
+    cutter: ListingCutter,
+    /// The first watched entry that was not Flink's: the listing fails
+    /// once read, and no later entry is decoded.
+    unreadable: Option<serde_json::Error>,
+}
+
+#[derive(Deserialize)]
+struct OverviewJob<'a> {
+    #[serde(borrow)]
+    jid: Cow<'a, str>,
+    #[serde(borrow)]
+    state: Cow<'a, str>,
+    #[serde(rename = "last-modification", default)]
+    last_modification: i64,
+}
+
+impl ListingDecoder {
+    /// Reads `chunk`, handing `reader` each watched job whose entry it
+    /// completes.
+    pub fn feed(
+        &mut self,
+        chunk: &[u8],
+        reader: &mut impl ListingReader,
+    ) -> Result<(), UnreadableListing> {
+        let unreadable = &mut self.unreadable;
+        let found = &mut |entry: &[u8]| {
+            let listed_id = entry_job_id(entry);
+            if unreadable.is_some() || listed_id.is_some_and(|id| !reader.watches(id)) {
+                return;
+            }
+            match serde_json::from_slice::<OverviewJob>(entry) {
+                // A state this build does not know is left for a later one.
+                Ok(job) if listed_id == Some(&*job.jid) || reader.watches(&job.jid) => {
+                    if let Ok(state) = job.state.parse() {
+                        reader.read(ListedJob {
+                            id: &job.jid,
+                            state,
+                            last_modification: job.last_modification,
+                        });
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => *unreadable = Some(error),
+            }
+        };
+        self.cutter
+            .feed(chunk, found)
+            .map_err(UnreadableListing::Cut)
+    }
+
+    /// Whether the listing was read whole, and every watched entry in it.
+    pub fn finish(self) -> Result<(), UnreadableListing> {
+        self.cutter.finish().map_err(UnreadableListing::Cut)?;
+        match self.unreadable {
+            Some(error) => Err(UnreadableListing::Entry(error)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The largest job entry read: Flink's are a few hundred bytes.
 pub const MAX_ENTRY_BYTES: usize = 64 << 10;
 
@@ -39,8 +167,11 @@ pub struct ListingCutter {
     /// Whether the array open at depth 2 is the one under `jobs`.
     in_jobs: bool,
     seen_jobs: bool,
-    /// The entry being read, while one is.
-    entry: Option<Vec<u8>>,
+    /// Whether an entry is being read.
+    in_entry: bool,
+    /// What arrived of the entry being read in the chunks before this
+    /// one: an entry that lies within one chunk is handed on as it lies.
+    carried: Vec<u8>,
     /// Whether the top-level value has ended.
     closed: bool,
     /// Where the cut is, for an error: 1-based line, column within it.
@@ -57,7 +188,8 @@ impl Default for ListingCutter {
             key: Vec::new(),
             in_jobs: false,
             seen_jobs: false,
-            entry: None,
+            in_entry: false,
+            carried: Vec::new(),
             closed: false,
             line: 1,
             column: 0,
@@ -91,7 +223,8 @@ impl ListingCutter {
 
     /// The cut of one chunk: strings are skipped to their next quote or
     /// backslash, the bytes between structural ones in a container are
-    /// passed over, and an entry is copied in whole slices. An error names
+    /// passed over, and an entry is handed on as it lies in the chunk, or
+    /// copied in whole slices when it spans chunks. An error names
     /// what went wrong and the index of the byte where.
     fn cut(
         &mut self,
@@ -131,16 +264,24 @@ impl ListingCutter {
                 b'{' | b'[' => {
                     self.open_container(byte).map_err(|what| (what, at))?;
                     if byte == b'{' && self.in_jobs && self.open.len() == 3 {
-                        self.entry = Some(Vec::new());
+                        self.in_entry = true;
                         entry_from = at;
                     }
                 }
                 b'}' | b']' => {
-                    let closes_entry = self.open.len() == 3 && self.entry.is_some();
+                    let closes_entry = self.open.len() == 3 && self.in_entry;
                     self.close_container(byte).map_err(|what| (what, at))?;
-                    if closes_entry && let Some(mut entry) = self.entry.take() {
-                        extend_entry(&mut entry, &chunk[entry_from..=at]).map_err(|w| (w, at))?;
-                        found(&entry);
+                    if closes_entry {
+                        self.in_entry = false;
+                        let part = &chunk[entry_from..=at];
+                        if self.carried.is_empty() {
+                            check_entry_len(part.len()).map_err(|w| (w, at))?;
+                            found(part);
+                        } else {
+                            extend_entry(&mut self.carried, part).map_err(|w| (w, at))?;
+                            found(&self.carried);
+                            self.carried.clear();
+                        }
                     }
                 }
                 b' ' | b'\t' | b'\n' | b'\r' => {}
@@ -156,8 +297,9 @@ impl ListingCutter {
                     .unwrap_or(chunk.len() - at);
             }
         }
-        if let Some(entry) = &mut self.entry {
-            extend_entry(entry, &chunk[entry_from..]).map_err(|w| (w, chunk.len() - 1))?;
+        if self.in_entry {
+            extend_entry(&mut self.carried, &chunk[entry_from..])
+                .map_err(|w| (w, chunk.len() - 1))?;
         }
         Ok(())
     }
@@ -228,11 +370,16 @@ const STRUCTURAL: [bool; 256] = {
 
 /// Adds `part` to an entry, within [`MAX_ENTRY_BYTES`].
 fn extend_entry(entry: &mut Vec<u8>, part: &[u8]) -> Result<(), &'static str> {
-    if entry.len() + part.len() > MAX_ENTRY_BYTES {
-        return Err(ENTRY_TOO_LONG);
-    }
+    check_entry_len(entry.len() + part.len())?;
     entry.extend_from_slice(part);
     Ok(())
+}
+
+fn check_entry_len(len: usize) -> Result<(), &'static str> {
+    match len > MAX_ENTRY_BYTES {
+        true => Err(ENTRY_TOO_LONG),
+        false => Ok(()),
+    }
 }
 
 /// The job id an entry names, found without decoding the entry: Flink
@@ -333,6 +480,71 @@ mod tests {
         assert_eq!(what(long.as_bytes()).unwrap_err().0, ENTRY_TOO_LONG);
         let whole = cut(long.as_bytes(), long.len()).unwrap_err();
         assert_eq!(whole.what, ENTRY_TOO_LONG);
+    }
+
+    /// Watches the jobs it is given, and keeps what it read of them.
+    struct Keeping {
+        watched: Vec<String>,
+        read: Vec<FlinkJob>,
+    }
+
+    impl ListingReader for Keeping {
+        fn watches(&self, id: &str) -> bool {
+            self.watched.iter().any(|w| w == id)
+        }
+
+        fn read(&mut self, job: ListedJob<'_>) {
+            self.read.push(job.into());
+        }
+    }
+
+    fn decode(answer: &str, watched: &[String]) -> (Result<(), UnreadableListing>, Vec<FlinkJob>) {
+        let mut reader = Keeping {
+            watched: watched.to_vec(),
+            read: Vec::new(),
+        };
+        let mut decoder = ListingDecoder::default();
+        for piece in answer.as_bytes().chunks(5) {
+            if let Err(error) = decoder.feed(piece, &mut reader) {
+                return (Err(error), reader.read);
+            }
+        }
+        (decoder.finish(), reader.read)
+    }
+
+    #[test]
+    fn only_watched_entries_are_decoded_however_flink_writes_their_id() {
+        let [a, b, c] = [1, 2, 3].map(|n| format!("{n:032x}"));
+        // `c`'s id is written with an escape, and not first: decoded to find it.
+        let c_escaped = format!("\\u0030{}", &c[1..]);
+        let answer = format!(
+            r#"{{"jobs":[{{"jid":"{a}","state":"RUNNING","last-modification":5}},
+            {{"jid":"{b}","state":42}},
+            {{"name":"n","state":"FINISHED","jid":"{c_escaped}","last-modification":7}},
+            {{"jid":"{a}","state":"SOMETHING_NEW"}}]}}"#
+        );
+        let (read, jobs) = decode(&answer, &[a.clone(), c.clone()]);
+        read.unwrap();
+        assert_eq!(
+            jobs,
+            vec![
+                FlinkJob {
+                    id: a.clone(),
+                    state: JobStatus::Running,
+                    last_modification: 5
+                },
+                FlinkJob {
+                    id: c,
+                    state: JobStatus::Finished,
+                    last_modification: 7
+                },
+            ],
+            "b is not watched, so its odd state is not read; a state unknown is left"
+        );
+
+        let (read, jobs) = decode(&answer, &[b]);
+        assert!(matches!(read, Err(UnreadableListing::Entry(_))), "{read:?}");
+        assert!(jobs.is_empty());
     }
 
     #[test]

@@ -8,5 +8,6 @@ pub mod flink;
 pub mod hosts;
 pub mod listing;
 
-pub use flink::{EngineHttp, FlinkClient, FlinkError, FlinkJob, FlinkJobDetails, ListingReader};
+pub use flink::{EngineHttp, FlinkClient, FlinkError, FlinkJobDetails};
 pub use hosts::AllowedHosts;
+pub use listing::{FlinkJob, ListedJob, ListingReader};

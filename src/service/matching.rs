@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::mirror::Mirror;
 use crate::domain::job::JobId;
-use crate::engine::{FlinkJob, ListingReader};
+use crate::engine::{FlinkJob, ListedJob, ListingReader};
 use crate::store::WatchedJob;
 
 /// A watched job a poll has to examine: moved, missing or not yet seen.
@@ -78,14 +78,15 @@ impl ListingReader for Matching<'_> {
         self.mirror.watches(id)
     }
 
-    fn read(&mut self, seen: FlinkJob) {
-        let Some(kept) = self.mirror.found(&seen.id) else {
+    fn read(&mut self, seen: ListedJob<'_>) {
+        let Some(kept) = self.mirror.found(seen.id) else {
             return;
         };
-        if as_mirrored(&kept.job, &seen) {
+        if as_mirrored(&kept.job, seen) {
             kept.listed_at = Some(self.now);
             return;
         }
+        let seen = FlinkJob::from(seen);
         let ended = seen.state.is_globally_terminal();
         match &self.ended {
             Some(sender) if ended => {
@@ -114,14 +115,14 @@ impl ListingReader for Matching<'_> {
 
 /// Whether Flink's listing shows a change the job has not been examined
 /// for: another state, or a later `last-modification`.
-pub(super) fn moved(job: &WatchedJob, seen: &FlinkJob) -> bool {
+pub(super) fn moved(job: &WatchedJob, seen: ListedJob<'_>) -> bool {
     let examined_until = job.watch.as_ref().and_then(|w| w.examined_until);
     seen.state != job.status || seen.last_modification > examined_until.unwrap_or(0)
 }
 
 /// Whether a listed job is just as mirrored: not moved, and nothing about
 /// it to write (seen before, not missing, no note to clear).
-fn as_mirrored(job: &WatchedJob, seen: &FlinkJob) -> bool {
+fn as_mirrored(job: &WatchedJob, seen: ListedJob<'_>) -> bool {
     let Some(watch) = &job.watch else {
         return false;
     };

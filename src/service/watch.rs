@@ -218,7 +218,7 @@ impl Services {
         let job = match seen {
             // The detail read's budget first, so that a job left waiting for
             // it costs nothing more; then acted on as the store has it now.
-            Some(seen) if job.engine_job_id.is_some() && moved(&job, seen) => {
+            Some(seen) if job.engine_job_id.is_some() && moved(&job, seen.listed()) => {
                 budgeted = budget.take(per_second);
                 match budgeted {
                     true => match self.store.watched_job(&job.id).await? {
@@ -293,7 +293,7 @@ impl Services {
             note: None,
             examined_until: before.examined_until,
         };
-        if !moved(job, seen) {
+        if !moved(job, seen.listed()) {
             return Ok(watch);
         }
         if !budgeted {
