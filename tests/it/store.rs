@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ctasd::domain::engine::{EngineDescriptor, EngineKind, EngineObservation, EngineSettings};
 use ctasd::domain::job::{JobId, JobMode, JobStatus, StatusReport, Transition};
-use ctasd::domain::job_record::{HookKind, JobFilter, JobRecord, NewHook, NewJob};
+use ctasd::domain::job_record::{HookKind, JobFilter, JobRecord, JobWatch, NewHook, NewJob};
 use ctasd::domain::ledger::{
     ActionOutcome, ActionResult, ActionState, HookAction, moves_without_actions,
 };
@@ -95,6 +95,7 @@ conformance!(
     an_engine_watching_unfinished_jobs_is_kept,
     watched_jobs_are_read_a_page_at_a_time_in_id_order_unfinished_only,
     a_watched_jobs_changes_show_its_last_change_and_status_and_it_reads_whole_by_id,
+    a_batch_of_watches_is_written_whole_whatever_its_size,
     a_move_that_plans_nothing_is_made_in_one_statement_where_the_store_can,
 );
 
@@ -1129,6 +1130,40 @@ async fn a_watched_jobs_changes_show_its_last_change_and_status_and_it_reads_who
         panic!("one job asked, one read");
     };
     assert_eq!(one.id, kept.id);
+}
+
+async fn a_batch_of_watches_is_written_whole_whatever_its_size(backend: Backend) {
+    let store = &backend.store;
+    // 261 goes in statements of 256, 4 and 1 rows.
+    let mut ids = Vec::new();
+    for _ in 0..261 {
+        let new = watched_job(store).await;
+        insert(store, &new).await;
+        ids.push(new.id);
+    }
+    let at = |ms: i64| chrono::DateTime::from_timestamp_millis(1_765_000_000_000 + ms);
+    let watch = |n: usize| JobWatch {
+        engine_status: Some(JobStatus::Running),
+        first_seen_at: at(n as i64),
+        last_seen_at: at(n as i64 + 1),
+        missing_since: n.is_multiple_of(2).then(|| at(n as i64 + 2)).flatten(),
+        note: n.is_multiple_of(3).then(|| format!("note {n}")),
+        examined_until: Some(n as i64),
+    };
+    let batch: Vec<(JobId, JobWatch)> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| (id.clone(), watch(n)))
+        .collect();
+    store.record_watches(&batch).await.unwrap();
+
+    let name = EngineName::parse("flink").unwrap();
+    let read = store.watched_jobs(&name, None, 1_000).await.unwrap();
+    assert_eq!(read.len(), ids.len());
+    for job in read {
+        let n = ids.iter().position(|id| *id == job.id).unwrap();
+        assert_eq!(job.watch, Some(watch(n)), "job {n}");
+    }
 }
 
 async fn an_engine_watching_unfinished_jobs_is_kept(backend: Backend) {
