@@ -1,8 +1,6 @@
-//! What a replica remembers between polls of one engine, so that a poll
-//! costs what moved rather than what is watched: the engine's request
-//! budget (shared by the jobs a poll examines side by side), and its
-//! watched jobs as the store last had them, found by ctasd's id and by
-//! Flink's. A poll reads from the store only the jobs that changed since
+//! An engine's watched jobs as the store last had them, kept by the
+//! replica polling it, so that a poll costs what moved rather than what is
+//! watched; found by ctasd's id and by Flink's. A poll reads from the store only the jobs that changed since
 //! the poll before (a status report, a submission; through an index on the
 //! change time) and, for a job Flink moved, that job afresh before acting
 //! on it. Every job is read again every minute, a page a poll (no poll
@@ -11,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -32,56 +29,6 @@ const WHOLE_READ_PAGE: usize = 2_000;
 /// committed just after that read, or by a replica whose clock is a little
 /// behind, is still found.
 const CHANGES_OVERLAP: chrono::Duration = chrono::Duration::seconds(10);
-
-/// What the watcher keeps of one engine between its polls.
-#[derive(Default)]
-pub struct EngineWatch {
-    pub(super) budget: RequestBudget,
-    /// `None` until read, and again whenever another replica held the
-    /// engine: what it did meanwhile is read whole.
-    pub(super) mirror: Option<Mirror>,
-}
-
-/// Requests one engine may still be sent: a bucket of
-/// `max_requests_per_second`, refilled continuously, shared by the jobs
-/// one poll examines side by side.
-#[derive(Default)]
-pub(super) struct RequestBudget(Mutex<Bucket>);
-
-struct Bucket {
-    tokens: f64,
-    refilled_at: Instant,
-}
-
-impl Default for Bucket {
-    fn default() -> Self {
-        Self {
-            tokens: 1.0,
-            refilled_at: Instant::now(),
-        }
-    }
-}
-
-impl RequestBudget {
-    /// Takes one request's worth, if there is one.
-    pub(super) fn take(&self, per_second: u32) -> bool {
-        let mut bucket = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
-        let rate = f64::from(per_second);
-        let elapsed = now.duration_since(bucket.refilled_at).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * rate).min(rate);
-        bucket.refilled_at = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// The engine's watched jobs, as the store last had them.
 pub(super) struct Mirror {

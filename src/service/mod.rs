@@ -5,6 +5,7 @@
 //! terms a client can act on and leaves HTTP to the API.
 
 mod catalogs;
+mod engine_watch;
 mod engines;
 mod events;
 mod freshness;
@@ -22,11 +23,11 @@ use std::sync::Arc;
 
 pub use crate::catalog::builtin::type_names as catalog_type_names;
 pub use catalogs::{CatalogType, Registration};
+pub use engine_watch::EngineWatch;
 pub use engines::{EngineAlteration, EngineRegistration, EngineRequest, EngineWithJobs};
 pub use events::{SubscriptionAlteration, SubscriptionRequest, SubscriptionWithCounts};
 pub use idempotency::{KeyClaim, StoredAnswer};
 pub use jobs::JobEvents;
-pub use mirror::EngineWatch;
 pub use statements::StatementResult;
 pub use submit::{HookRequest, JobRequest, Submission};
 pub use watch::Polled;

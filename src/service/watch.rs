@@ -16,8 +16,9 @@ use tokio::sync::mpsc;
 
 use chrono::{DateTime, Utc};
 
+use super::engine_watch::{EngineWatch, RequestBudget};
 use super::matching::{Due, Examinee, Matching, moved};
-use super::mirror::{EngineWatch, Mirror, RequestBudget};
+use super::mirror::Mirror;
 use super::{ServiceError, Services};
 use crate::domain::EngineName;
 use crate::domain::engine::{
@@ -95,13 +96,18 @@ impl Services {
         let settings = &engine.descriptor.settings;
         let interval = settings.poll_interval;
         let lease = (interval * 3).max(Duration::from_secs(5));
-        if !self.store.lease_engine(name, poller, lease).await? {
-            kept.mirror = None;
-            return Ok(Polled::HeldElsewhere { interval });
+        if !kept.holds_lease(engine.created_at) {
+            let asked_at = tokio::time::Instant::now();
+            if !self.store.lease_engine(name, poller, lease).await? {
+                kept.held_elsewhere();
+                return Ok(Polled::HeldElsewhere { interval });
+            }
+            kept.leased(engine.created_at, asked_at + lease / 3);
         }
         let EngineWatch {
             budget,
             mirror: slot,
+            ..
         } = kept;
         budget.take(settings.max_requests_per_second);
         let flink = self.flink(&settings.url);
