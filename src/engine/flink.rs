@@ -327,7 +327,7 @@ impl FlinkClient {
     }
 }
 
-/// Where a job listing stopped being Flink's.
+/// Why a job listing could not be read, in words.
 fn unreadable(error: UnreadableListing) -> String {
     match error {
         UnreadableListing::Cut(error) => not_a_listing(error),
@@ -335,6 +335,7 @@ fn unreadable(error: UnreadableListing) -> String {
     }
 }
 
+/// Where a job listing stopped being Flink's.
 fn not_a_listing(error: CutError) -> String {
     format!(
         "something that is not Flink's JSON ({} at line {} column {})",

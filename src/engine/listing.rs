@@ -26,6 +26,7 @@ pub struct FlinkJob {
 }
 
 impl FlinkJob {
+    /// The job as a listing shows it, borrowed.
     pub fn listed(&self) -> ListedJob<'_> {
         ListedJob {
             id: &self.id,
@@ -498,13 +499,19 @@ mod tests {
         }
     }
 
-    fn decode(answer: &str, watched: &[String]) -> (Result<(), UnreadableListing>, Vec<FlinkJob>) {
+    /// `answer` decoded in chunks of `chunk` bytes: entries spanning
+    /// chunks (copied) or lying within one (read in place).
+    fn decode(
+        answer: &str,
+        chunk: usize,
+        watched: &[String],
+    ) -> (Result<(), UnreadableListing>, Vec<FlinkJob>) {
         let mut reader = Keeping {
             watched: watched.to_vec(),
             read: Vec::new(),
         };
         let mut decoder = ListingDecoder::default();
-        for piece in answer.as_bytes().chunks(5) {
+        for piece in answer.as_bytes().chunks(chunk) {
             if let Err(error) = decoder.feed(piece, &mut reader) {
                 return (Err(error), reader.read);
             }
@@ -523,28 +530,31 @@ mod tests {
             {{"name":"n","state":"FINISHED","jid":"{c_escaped}","last-modification":7}},
             {{"jid":"{a}","state":"SOMETHING_NEW"}}]}}"#
         );
-        let (read, jobs) = decode(&answer, &[a.clone(), c.clone()]);
-        read.unwrap();
-        assert_eq!(
-            jobs,
-            vec![
-                FlinkJob {
-                    id: a.clone(),
-                    state: JobStatus::Running,
-                    last_modification: 5
-                },
-                FlinkJob {
-                    id: c,
-                    state: JobStatus::Finished,
-                    last_modification: 7
-                },
-            ],
-            "b is not watched, so its odd state is not read; a state unknown is left"
-        );
+        for chunk in [5, answer.len()] {
+            let (read, jobs) = decode(&answer, chunk, &[a.clone(), c.clone()]);
+            read.unwrap();
+            assert_eq!(
+                jobs,
+                vec![
+                    FlinkJob {
+                        id: a.clone(),
+                        state: JobStatus::Running,
+                        last_modification: 5
+                    },
+                    FlinkJob {
+                        id: c.clone(),
+                        state: JobStatus::Finished,
+                        last_modification: 7
+                    },
+                ],
+                "chunks of {chunk}: b is not watched, so its odd state is not read; \
+                 a state unknown is left"
+            );
 
-        let (read, jobs) = decode(&answer, &[b]);
-        assert!(matches!(read, Err(UnreadableListing::Entry(_))), "{read:?}");
-        assert!(jobs.is_empty());
+            let (read, jobs) = decode(&answer, chunk, std::slice::from_ref(&b));
+            assert!(matches!(read, Err(UnreadableListing::Entry(_))), "{read:?}");
+            assert!(jobs.is_empty());
+        }
     }
 
     #[test]

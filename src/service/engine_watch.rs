@@ -15,10 +15,35 @@ use super::mirror::Mirror;
 pub struct EngineWatch {
     pub(super) budget: RequestBudget,
     /// The poll lease this replica holds, while it holds one.
-    pub(super) lease: Option<HeldLease>,
+    lease: Option<HeldLease>,
     /// `None` until read, and again whenever another replica held the
     /// engine: what it did meanwhile is read whole.
     pub(super) mirror: Option<Mirror>,
+}
+
+impl EngineWatch {
+    /// Whether this replica holds the lease on the engine registered at
+    /// `engine_created_at` with no need to renew it yet.
+    pub(super) fn holds_lease(&self, engine_created_at: DateTime<Utc>) -> bool {
+        self.lease
+            .as_ref()
+            .is_some_and(|held| held.holds(engine_created_at))
+    }
+
+    /// The lease was taken or renewed; it is renewed again from `renew_at`.
+    pub(super) fn leased(&mut self, engine_created_at: DateTime<Utc>, renew_at: Instant) {
+        self.lease = Some(HeldLease {
+            engine_created_at,
+            renew_at,
+        });
+    }
+
+    /// Another replica holds the engine: what it does meanwhile is read
+    /// whole once this one polls it again.
+    pub(super) fn held_elsewhere(&mut self) {
+        self.lease = None;
+        self.mirror = None;
+    }
 }
 
 /// A poll lease held on an engine: renewed once a third of it has passed,
@@ -26,14 +51,14 @@ pub struct EngineWatch {
 /// write to the store twice a second for it), so that two thirds of it are
 /// always left. Held on the engine as registered when it was taken: one
 /// dropped and registered again under its name is leased afresh.
-pub(super) struct HeldLease {
-    pub engine_created_at: DateTime<Utc>,
-    pub renew_at: Instant,
+struct HeldLease {
+    engine_created_at: DateTime<Utc>,
+    renew_at: Instant,
 }
 
 impl HeldLease {
     /// Whether the lease still holds for `engine` without a renewal.
-    pub(super) fn holds(&self, engine_created_at: DateTime<Utc>) -> bool {
+    fn holds(&self, engine_created_at: DateTime<Utc>) -> bool {
         self.engine_created_at == engine_created_at && Instant::now() < self.renew_at
     }
 }
@@ -76,31 +101,6 @@ impl RequestBudget {
         } else {
             false
         }
-    }
-}
-
-impl EngineWatch {
-    /// Whether this replica holds the lease on the engine registered at
-    /// `engine_created_at` with no need to renew it yet.
-    pub(super) fn holds_lease(&self, engine_created_at: DateTime<Utc>) -> bool {
-        self.lease
-            .as_ref()
-            .is_some_and(|held| held.holds(engine_created_at))
-    }
-
-    /// The lease was taken or renewed; it is renewed again from `renew_at`.
-    pub(super) fn leased(&mut self, engine_created_at: DateTime<Utc>, renew_at: Instant) {
-        self.lease = Some(HeldLease {
-            engine_created_at,
-            renew_at,
-        });
-    }
-
-    /// Another replica holds the engine: what it does meanwhile is read
-    /// whole once this one polls it again.
-    pub(super) fn held_elsewhere(&mut self) {
-        self.lease = None;
-        self.mirror = None;
     }
 }
 

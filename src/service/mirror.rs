@@ -1,9 +1,9 @@
 //! An engine's watched jobs as the store last had them, kept by the
 //! replica polling it, so that a poll costs what moved rather than what is
-//! watched; found by ctasd's id and by Flink's. A poll reads from the store only the jobs that changed since
-//! the poll before (a status report, a submission; through an index on the
-//! change time) and, for a job Flink moved, that job afresh before acting
-//! on it. Every job is read again every minute, a page a poll (no poll
+//! watched; found by ctasd's id and by Flink's. A poll reads from the
+//! store only the jobs that changed since the poll before (a status
+//! report, a submission; through an index on the change time) and, for a
+//! job Flink moved, that job afresh before acting on it. Every job is read again every minute, a page a poll (no poll
 //! waits for all of them), and whole when this replica takes the engine
 //! over, so that a change another writer made is never missed for long.
 
